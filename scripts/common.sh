@@ -1,0 +1,25 @@
+# Shared by the project's scripts: sourced, not run.
+# Installs the Debian packages the native parts need (faiss and llama.cpp are built from source)
+# when any is missing, and points cargo at a target directory.
+
+DEB_PACKAGES=(cmake clang libclang-dev libopenblas-dev liblapack-dev pkg-config)
+
+ensure_build_deps() {
+  local missing=()
+  for pkg in "${DEB_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing build dependencies: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+    echo "could not install ${missing[*]} with apt-get (offline, or no root?)" >&2
+    return 1
+  fi
+}
+
+# Release everywhere: tests run the real encoder, which is far too slow unoptimised, and one
+# profile means one build of the native dependencies.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+RAG_BIN=$CARGO_TARGET_DIR/release/rag

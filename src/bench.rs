@@ -1,0 +1,195 @@
+//! Benchmarks that print the numbers the issues ask for: encoding throughput per depth and
+//! query latency per retrieval mode, each in one warm process.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use crate::corpus::{self, ParagraphStream};
+use crate::encoder::{Encoder, EncoderOptions};
+use crate::retrieve::{Mode, Retriever, SearchRequest};
+
+#[derive(Debug, Clone)]
+pub struct EncodeBenchOptions {
+    pub corpus: PathBuf,
+    pub model_dir: PathBuf,
+    pub encoder: EncoderOptions,
+    pub limit: usize,
+    pub layers: Vec<usize>,
+    pub template: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DepthThroughput {
+    pub layers: usize,
+    pub paragraphs: usize,
+    pub tokens: usize,
+    pub seconds: f64,
+    pub paragraphs_per_s: f64,
+    pub tokens_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EncodeBench {
+    pub model: String,
+    pub batch_size: usize,
+    pub max_length: usize,
+    pub threads: usize,
+    pub depths: Vec<DepthThroughput>,
+}
+
+/// Encodes the first `limit` distinct paragraphs of a corpus at each depth separately (as a
+/// user running `rag index --layers L` would), after one untimed warm-up batch.
+pub fn encode_throughput(options: &EncodeBenchOptions) -> Result<EncodeBench> {
+    corpus::validate_template(&options.template)?;
+    let paragraphs: Vec<_> = ParagraphStream::open(std::slice::from_ref(&options.corpus), false)
+        .take(options.limit)
+        .collect::<Result<_>>()?;
+    if paragraphs.is_empty() {
+        bail!("{} has no paragraphs", options.corpus.display());
+    }
+    let texts: Vec<String> = paragraphs.iter().map(|p| p.render(&options.template)).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let encoder = Encoder::load(&options.model_dir, &options.encoder)?;
+    encoder.check_depths(&options.layers)?;
+    let tokens: usize = encoder.tokenize(&refs)?.iter().map(Vec::len).sum();
+
+    let warm_up = &refs[..refs.len().min(encoder.batch_size)];
+    encoder.encode(warm_up, &[*options.layers.iter().max().expect("at least one depth")])?;
+
+    let depths = options
+        .layers
+        .iter()
+        .rev()
+        .map(|&depth| {
+            let started = Instant::now();
+            encoder.encode(&refs, &[depth])?;
+            let seconds = started.elapsed().as_secs_f64();
+            Ok(DepthThroughput {
+                layers: depth,
+                paragraphs: refs.len(),
+                tokens,
+                seconds,
+                paragraphs_per_s: refs.len() as f64 / seconds,
+                tokens_per_s: tokens as f64 / seconds,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(EncodeBench {
+        model: crate::index::manifest::model_name(&options.model_dir),
+        batch_size: encoder.batch_size,
+        max_length: encoder.max_length,
+        threads: rayon::current_num_threads(),
+        depths,
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct QueryBenchOptions {
+    pub index_dir: PathBuf,
+    pub questions: PathBuf,
+    pub limit: usize,
+    pub modes: Vec<Mode>,
+    pub k: usize,
+    pub layers: Option<usize>,
+    pub dim: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub mode: Mode,
+    pub queries: usize,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub mean_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryBench {
+    pub documents: u64,
+    pub layers: usize,
+    pub dim: usize,
+    pub latencies: Vec<Latency>,
+}
+
+/// Times `rag search` end to end (encode the question, search, fetch documents) per mode, in a
+/// process that has already answered a few warm-up questions.
+pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
+    let retriever = Retriever::open(&options.index_dir, None)?;
+    let questions: Vec<String> = corpus::read_questions(&options.questions, options.limit)?
+        .into_iter()
+        .map(|q| q.question)
+        .collect();
+    if questions.is_empty() {
+        bail!("{} has no questions", options.questions.display());
+    }
+    let (layers, dim) = retriever.index.manifest.resolve(options.layers, options.dim)?;
+    let latencies = options
+        .modes
+        .iter()
+        .map(|&mode| {
+            let request = |query: &str| -> Result<()> {
+                retriever.search(&SearchRequest {
+                    query,
+                    k: options.k,
+                    mode,
+                    layers: Some(layers),
+                    dim: Some(dim),
+                })?;
+                Ok(())
+            };
+            for q in questions.iter().take(5) {
+                request(q)?;
+            }
+            let mut times = questions
+                .iter()
+                .map(|q| {
+                    let started = Instant::now();
+                    request(q)?;
+                    Ok(started.elapsed().as_secs_f64() * 1000.0)
+                })
+                .collect::<Result<Vec<f64>>>()?;
+            times.sort_by(f64::total_cmp);
+            Ok(Latency {
+                mode,
+                queries: times.len(),
+                p50_ms: percentile(&times, 0.50),
+                p90_ms: percentile(&times, 0.90),
+                p99_ms: percentile(&times, 0.99),
+                mean_ms: times.iter().sum::<f64>() / times.len() as f64,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(QueryBench {
+        documents: retriever.index.len(),
+        layers,
+        dim,
+        latencies,
+    })
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[3.0], 0.9), 3.0);
+        assert!(percentile(&[], 0.5).is_nan());
+    }
+}

@@ -1,0 +1,377 @@
+//! Streaming record readers and the deduplicated paragraph stream built on them.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
+
+use super::{Paragraph, Record};
+
+/// Calls `f(record_number, record)` for every record of a HotpotQA file, in file order, holding
+/// one record in memory at a time. A record that is valid JSON but not a HotpotQA record reaches
+/// `f` as `Err(reason)` so the caller can skip or reject it; broken JSON ends the read with an
+/// error naming the record. Record numbers start at 1.
+pub fn for_each_record(
+    path: &Path,
+    f: impl FnMut(usize, Result<Record, String>) -> Result<()>,
+) -> Result<()> {
+    read_records(path, &AtomicU64::new(0), f)
+}
+
+/// [`for_each_record`] that also adds the bytes it reads to `bytes_read`, for progress reports.
+fn read_records(
+    path: &Path,
+    bytes_read: &AtomicU64,
+    mut f: impl FnMut(usize, Result<Record, String>) -> Result<()>,
+) -> Result<()> {
+    let file = File::open(path).with_context(|| format!("opening corpus {}", path.display()))?;
+    let counted = CountingReader {
+        inner: file,
+        bytes_read,
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, counted);
+    match first_byte(&mut reader).with_context(|| format!("reading {}", path.display()))? {
+        None => bail!("{}: the file is empty", path.display()),
+        Some(b'[') => read_array(path, reader, &mut f),
+        Some(b'{') => read_jsonl(path, reader, &mut f),
+        Some(other) => bail!(
+            "{}: not HotpotQA JSON (expected a JSON array or JSON lines, found {:?})",
+            path.display(),
+            other as char
+        ),
+    }
+}
+
+struct CountingReader<'a, R> {
+    inner: R,
+    bytes_read: &'a AtomicU64,
+}
+
+impl<R: Read> Read for CountingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+fn first_byte(reader: &mut impl BufRead) -> std::io::Result<Option<u8>> {
+    loop {
+        let buf = reader.fill_buf()?;
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => {
+                let byte = buf[i];
+                reader.consume(i);
+                return Ok(Some(byte));
+            }
+            None if buf.is_empty() => return Ok(None),
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
+fn parse_record(value: serde_json::Value) -> Result<Record, String> {
+    let record: Record = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    record.paragraphs()?;
+    Ok(record)
+}
+
+fn read_jsonl(
+    path: &Path,
+    reader: impl BufRead,
+    f: &mut impl FnMut(usize, Result<Record, String>) -> Result<()>,
+) -> Result<()> {
+    let mut number = 0;
+    for line in reader.lines() {
+        let line = line.with_context(|| format!("reading {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        number += 1;
+        let record = serde_json::from_str::<serde_json::Value>(&line)
+            .map_err(|e| format!("invalid JSON: {e}"))
+            .and_then(parse_record);
+        f(number, record)?;
+    }
+    Ok(())
+}
+
+fn read_array(
+    path: &Path,
+    reader: impl Read,
+    f: &mut impl FnMut(usize, Result<Record, String>) -> Result<()>,
+) -> Result<()> {
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut count = 0;
+    let mut stopped_by_caller = None;
+    let seed = ArraySeed {
+        f,
+        count: &mut count,
+        stopped_by_caller: &mut stopped_by_caller,
+    };
+    let outcome = seed.deserialize(&mut de).and_then(|()| de.end());
+    if let Some(err) = stopped_by_caller {
+        return Err(err);
+    }
+    outcome.map_err(|e| {
+        anyhow!(
+            "{}: record {}: invalid JSON: {e}",
+            path.display(),
+            count + 1
+        )
+    })
+}
+
+/// Visits the top-level array one element at a time instead of collecting it.
+struct ArraySeed<'a, F> {
+    f: &'a mut F,
+    count: &'a mut usize,
+    stopped_by_caller: &'a mut Option<anyhow::Error>,
+}
+
+impl<'de, F> DeserializeSeed<'de> for ArraySeed<'_, F>
+where
+    F: FnMut(usize, Result<Record, String>) -> Result<()>,
+{
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, F> Visitor<'de> for ArraySeed<'_, F>
+where
+    F: FnMut(usize, Result<Record, String>) -> Result<()>,
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON array of HotpotQA records")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(value) = seq.next_element::<serde_json::Value>()? {
+            *self.count += 1;
+            if let Err(e) = (self.f)(*self.count, parse_record(value)) {
+                *self.stopped_by_caller = Some(e);
+                return Err(A::Error::custom("stopped"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a pass over the corpus saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StreamStats {
+    pub records: usize,
+    pub paragraphs: usize,
+    pub duplicates: usize,
+    pub skipped_records: usize,
+}
+
+enum Message {
+    Paragraph(Paragraph),
+    Done(StreamStats),
+    Failed(anyhow::Error),
+}
+
+/// The distinct paragraphs (first occurrence of each title wins) of several corpus files, in
+/// order. Parsing runs on its own thread, a bounded queue ahead of the consumer, so reading
+/// overlaps encoding while memory stays bounded: only a 128-bit hash of each title is kept.
+pub struct ParagraphStream {
+    receiver: Receiver<Message>,
+    stats: Option<StreamStats>,
+    finished: bool,
+    bytes_read: Arc<AtomicU64>,
+}
+
+const QUEUE_DEPTH: usize = 4096;
+
+impl ParagraphStream {
+    pub fn open(files: &[PathBuf], skip_bad: bool) -> Self {
+        let (sender, receiver) = sync_channel(QUEUE_DEPTH);
+        let files = files.to_vec();
+        let bytes_read = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&bytes_read);
+        std::thread::spawn(move || {
+            let mut stats = StreamStats::default();
+            let mut seen: HashSet<u128> = HashSet::new();
+            let result = files.iter().try_for_each(|path| {
+                read_records(path, &counter, |number, record| {
+                    stats.records += 1;
+                    let record = match record {
+                        Ok(r) => r,
+                        Err(_) if skip_bad => {
+                            stats.skipped_records += 1;
+                            return Ok(());
+                        }
+                        Err(reason) => bail!(
+                            "{}: record {number}: {reason} (use --skip-bad to skip such records)",
+                            path.display()
+                        ),
+                    };
+                    for paragraph in record.paragraphs().expect("validated by parse_record") {
+                        if !seen.insert(title_key(&paragraph.title)) {
+                            stats.duplicates += 1;
+                            continue;
+                        }
+                        stats.paragraphs += 1;
+                        sender
+                            .send(Message::Paragraph(paragraph))
+                            .map_err(|_| anyhow!("paragraph consumer went away"))?;
+                    }
+                    Ok(())
+                })
+            });
+            let _ = sender.send(match result {
+                Ok(()) => Message::Done(stats),
+                Err(e) => Message::Failed(e),
+            });
+        });
+        Self {
+            receiver,
+            stats: None,
+            finished: false,
+            bytes_read,
+        }
+    }
+
+    /// Bytes of the corpus files parsed so far (the parser runs a bounded queue ahead).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
+    }
+
+    /// Counts of the whole pass; `None` until the stream has been read to its end.
+    pub fn stats(&self) -> Option<&StreamStats> {
+        self.stats.as_ref()
+    }
+}
+
+impl Iterator for ParagraphStream {
+    type Item = Result<Paragraph>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        match self.receiver.recv() {
+            Ok(Message::Paragraph(p)) => Some(Ok(p)),
+            Ok(Message::Done(stats)) => {
+                self.stats = Some(stats);
+                self.finished = true;
+                None
+            }
+            Ok(Message::Failed(e)) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+            Err(_) => {
+                self.finished = true;
+                Some(Err(anyhow!("corpus reader stopped unexpectedly")))
+            }
+        }
+    }
+}
+
+/// Two independent 64-bit hashes: collisions among millions of titles stay out of reach.
+fn title_key(title: &str) -> u128 {
+    let half = |salt: u8| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        salt.hash(&mut h);
+        title.hash(&mut h);
+        h.finish() as u128
+    };
+    (half(0) << 64) | half(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write(dir: &tempfile::TempDir, name: &str, body: &str) -> PathBuf {
+        let path = dir.path().join(name);
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+        path
+    }
+
+    const ARRAY: &str = r#" [
+      {"_id":"1","question":"q1","answer":"a","supporting_facts":[["A",0]],
+       "context":[["A",["a1."," a2."]],["B",["b."]]]},
+      {"_id":"2","question":"q2","answer":"b","supporting_facts":[["B",0]],
+       "context":[["B",["b again."]],["C",["c."]]]}
+    ]"#;
+
+    fn collect(files: &[PathBuf], skip_bad: bool) -> (Result<Vec<Paragraph>>, Option<StreamStats>) {
+        let mut stream = ParagraphStream::open(files, skip_bad);
+        let items: Result<Vec<_>> = stream.by_ref().collect();
+        (items, stream.stats().cloned())
+    }
+
+    #[test]
+    fn array_and_jsonl_stream_deduplicated_paragraphs_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let array = write(&dir, "a.json", ARRAY);
+        let jsonl = write(
+            &dir,
+            "b.jsonl",
+            "{\"context\":[[\"C\",[\"dup\"]],[\"D\",[\"d.\"]]]}\n\n{\"title\":\"E\",\"text\":\"e.\"}\n",
+        );
+        let (items, stats) = collect(&[array, jsonl], false);
+        let titles: Vec<String> = items.unwrap().into_iter().map(|p| p.title).collect();
+        assert_eq!(titles, ["A", "B", "C", "D", "E"]);
+        let stats = stats.unwrap();
+        assert_eq!((stats.records, stats.paragraphs, stats.duplicates), (4, 5, 2));
+    }
+
+    #[test]
+    fn malformed_record_is_named_or_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = write(
+            &dir,
+            "bad.json",
+            r#"[{"context":[["A",["a."]]]}, {"context": 5}, {"context":[["B",["b."]]]}]"#,
+        );
+        let (items, _) = collect(std::slice::from_ref(&bad), false);
+        let msg = items.unwrap_err().to_string();
+        assert!(msg.contains("bad.json: record 2"), "{msg}");
+
+        let (items, stats) = collect(&[bad], true);
+        assert_eq!(items.unwrap().len(), 2);
+        assert_eq!(stats.unwrap().skipped_records, 1);
+    }
+
+    #[test]
+    fn broken_json_names_the_record_where_it_broke() {
+        let dir = tempfile::tempdir().unwrap();
+        let broken = write(&dir, "broken.json", r#"[{"context":[["A",["a."]]]}, {"context": [["B""#);
+        let (items, _) = collect(&[broken], true);
+        let msg = items.unwrap_err().to_string();
+        assert!(msg.contains("record 2: invalid JSON"), "{msg}");
+
+        let not_json = write(&dir, "x.txt", "hello");
+        assert!(collect(&[not_json], false).0.unwrap_err().to_string().contains("not HotpotQA JSON"));
+        let empty = write(&dir, "empty.json", "  \n");
+        assert!(collect(&[empty], false).0.unwrap_err().to_string().contains("empty"));
+    }
+
+    #[test]
+    fn missing_file_is_a_clear_error() {
+        let (items, _) = collect(&[PathBuf::from("/nonexistent/corpus.json")], false);
+        assert!(items.unwrap_err().to_string().contains("/nonexistent/corpus.json"));
+    }
+}

@@ -1,0 +1,337 @@
+//! A BERT encoder in the style of candle-transformers' `bert.rs`, with the two things ESE needs:
+//! it can stop after the first `L` transformer layers (the rest are never computed), and one
+//! forward pass can hand back the hidden states of every layer it ran.
+//!
+//! Speed matters here (every corpus paragraph goes through it), so projections run as one 2-D
+//! GEMM over all tokens of the batch and Q, K and V are fused into a single projection at load
+//! time. Inference uses fused kernels (GELU, masked softmax, layer norm); training
+//! (`train = true`) switches to candle's composite, differentiable forms and applies dropout.
+
+use candle_core::{DType, Device, Module, Result, Tensor, D};
+use candle_nn::{embedding, Dropout, Embedding, LayerNorm, Linear, VarBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::kernels;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HiddenAct {
+    /// The exact, erf-based GELU that Hugging Face calls "gelu".
+    #[default]
+    Gelu,
+    #[serde(alias = "gelu_new", alias = "gelu_pytorch_tanh")]
+    GeluApproximate,
+    Relu,
+}
+
+/// The subset of a Hugging Face `config.json` that a BERT encoder needs.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default)]
+    pub hidden_act: HiddenAct,
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default = "default_dropout")]
+    pub attention_probs_dropout_prob: f64,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab_size")]
+    pub type_vocab_size: usize,
+    #[serde(default = "default_layer_norm_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: usize,
+    #[serde(default)]
+    pub model_type: Option<String>,
+}
+
+fn default_dropout() -> f64 {
+    0.1
+}
+fn default_type_vocab_size() -> usize {
+    2
+}
+fn default_layer_norm_eps() -> f64 {
+    1e-12
+}
+
+impl Config {
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+}
+
+fn linear(in_dim: usize, out_dim: usize, vb: VarBuilder) -> Result<Linear> {
+    let weight = vb.get((out_dim, in_dim), "weight")?;
+    let bias = vb.get(out_dim, "bias")?;
+    Ok(Linear::new(weight, Some(bias)))
+}
+
+fn layer_norm(size: usize, eps: f64, vb: VarBuilder) -> Result<LayerNorm> {
+    // Old TF-converted checkpoints name these gamma/beta.
+    let weight = vb.get(size, "weight").or_else(|_| vb.get(size, "gamma"))?;
+    let bias = vb.get(size, "bias").or_else(|_| vb.get(size, "beta"))?;
+    Ok(LayerNorm::new(weight, bias, eps))
+}
+
+/// Layer norm that autograd can differentiate (candle's fused kernel has no backward pass).
+fn layer_norm_differentiable(ln: &LayerNorm, xs: &Tensor, eps: f64) -> Result<Tensor> {
+    let mean = xs.mean_keepdim(D::Minus1)?;
+    let centered = xs.broadcast_sub(&mean)?;
+    let var = centered.sqr()?.mean_keepdim(D::Minus1)?;
+    let normed = centered.broadcast_div(&(var + eps)?.sqrt()?)?;
+    let normed = normed.broadcast_mul(ln.weight())?;
+    match ln.bias() {
+        Some(bias) => normed.broadcast_add(bias),
+        None => Ok(normed),
+    }
+}
+
+/// Applies a linear layer to `[batch, seq, in]` as one `[batch*seq, in] x [in, out]` GEMM.
+fn linear_tokens(layer: &Linear, xs: &Tensor) -> Result<Tensor> {
+    let (batch, seq, hidden) = xs.dims3()?;
+    let flat = xs.reshape((batch * seq, hidden))?;
+    let out = flat.matmul(&layer.weight().t()?)?;
+    let out = match layer.bias() {
+        Some(bias) => out.broadcast_add(bias)?,
+        None => out,
+    };
+    let out_dim = out.dim(1)?;
+    out.reshape((batch, seq, out_dim))
+}
+
+struct Norm {
+    inner: LayerNorm,
+    eps: f64,
+}
+
+impl Norm {
+    fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+        Ok(Self {
+            inner: layer_norm(cfg.hidden_size, cfg.layer_norm_eps, vb)?,
+            eps: cfg.layer_norm_eps,
+        })
+    }
+
+    fn forward(&self, xs: &Tensor, train: bool) -> Result<Tensor> {
+        if train {
+            layer_norm_differentiable(&self.inner, xs, self.eps)
+        } else {
+            self.inner.forward(&xs.contiguous()?)
+        }
+    }
+}
+
+pub struct BertEmbeddings {
+    word_embeddings: Embedding,
+    position_embeddings: Embedding,
+    token_type_embeddings: Embedding,
+    layer_norm: Norm,
+    dropout: Dropout,
+}
+
+impl BertEmbeddings {
+    pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+        Ok(Self {
+            word_embeddings: embedding(cfg.vocab_size, cfg.hidden_size, vb.pp("word_embeddings"))?,
+            position_embeddings: embedding(
+                cfg.max_position_embeddings,
+                cfg.hidden_size,
+                vb.pp("position_embeddings"),
+            )?,
+            token_type_embeddings: embedding(
+                cfg.type_vocab_size,
+                cfg.hidden_size,
+                vb.pp("token_type_embeddings"),
+            )?,
+            layer_norm: Norm::load(vb.pp("LayerNorm"), cfg)?,
+            dropout: Dropout::new(cfg.hidden_dropout_prob as f32),
+        })
+    }
+
+    pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Result<Tensor> {
+        let (_batch, seq_len) = input_ids.dims2()?;
+        let positions = Tensor::arange(0u32, seq_len as u32, input_ids.device())?;
+        let words = self.word_embeddings.forward(input_ids)?;
+        let types = self.token_type_embeddings.forward(token_type_ids)?;
+        let positions = self.position_embeddings.forward(&positions)?;
+        let xs = (words + types)?.broadcast_add(&positions)?;
+        let xs = self.layer_norm.forward(&xs, train)?;
+        self.dropout.forward(&xs, train)
+    }
+}
+
+pub struct BertLayer {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attention_output: Linear,
+    attention_norm: Norm,
+    intermediate: Linear,
+    output: Linear,
+    output_norm: Norm,
+    act: HiddenAct,
+    num_heads: usize,
+    head_dim: usize,
+    hidden_dropout: Dropout,
+    attention_dropout: Dropout,
+}
+
+impl BertLayer {
+    pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+        let h = cfg.hidden_size;
+        let attn = vb.pp("attention");
+        Ok(Self {
+            query: linear(h, h, attn.pp("self").pp("query"))?,
+            key: linear(h, h, attn.pp("self").pp("key"))?,
+            value: linear(h, h, attn.pp("self").pp("value"))?,
+            attention_output: linear(h, h, attn.pp("output").pp("dense"))?,
+            attention_norm: Norm::load(attn.pp("output").pp("LayerNorm"), cfg)?,
+            intermediate: linear(h, cfg.intermediate_size, vb.pp("intermediate").pp("dense"))?,
+            output: linear(cfg.intermediate_size, h, vb.pp("output").pp("dense"))?,
+            output_norm: Norm::load(vb.pp("output").pp("LayerNorm"), cfg)?,
+            act: cfg.hidden_act,
+            num_heads: cfg.num_attention_heads,
+            head_dim: cfg.head_dim(),
+            hidden_dropout: Dropout::new(cfg.hidden_dropout_prob as f32),
+            attention_dropout: Dropout::new(cfg.attention_probs_dropout_prob as f32),
+        })
+    }
+
+    /// Q, K and V as one `[3*hidden, hidden]` projection: one GEMM instead of three. Stacked on
+    /// every call rather than once at load so that training updates to the weights are seen.
+    fn qkv(&self) -> Result<Linear> {
+        let weights = [self.query.weight(), self.key.weight(), self.value.weight()];
+        let biases = [&self.query, &self.key, &self.value]
+            .map(|l| l.bias().expect("BERT projections are loaded with a bias"));
+        Ok(Linear::new(Tensor::cat(&weights, 0)?, Some(Tensor::cat(&biases, 0)?)))
+    }
+
+    /// `attention_bias` is `[batch, 1, 1, seq]`: 0 for real tokens, a large negative for padding.
+    pub fn forward(&self, xs: &Tensor, attention_bias: &Tensor, train: bool) -> Result<Tensor> {
+        let (batch, seq, hidden) = xs.dims3()?;
+        let qkv = linear_tokens(&self.qkv()?, xs)?
+            .reshape((batch, seq, 3, self.num_heads, self.head_dim))?
+            .permute((2, 0, 3, 1, 4))?; // [3, batch, heads, seq, head_dim]
+        let q = (qkv.get(0)? * (1.0 / (self.head_dim as f64).sqrt()))?.contiguous()?;
+        let k = qkv.get(1)?.contiguous()?;
+        let v = qkv.get(2)?.contiguous()?;
+        let scores = q.matmul(&k.t()?)?;
+        let probs = if train {
+            candle_nn::ops::softmax(&scores.broadcast_add(attention_bias)?, D::Minus1)?
+        } else {
+            kernels::masked_softmax(&scores, attention_bias)?
+        };
+        let probs = self.attention_dropout.forward(&probs, train)?;
+        let context = probs
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .reshape((batch, seq, hidden))?;
+        let attended = linear_tokens(&self.attention_output, &context)?;
+        let attended = self.hidden_dropout.forward(&attended, train)?;
+        let xs = self.attention_norm.forward(&(attended + xs)?, train)?;
+
+        let inner = linear_tokens(&self.intermediate, &xs)?;
+        let inner = match self.act {
+            HiddenAct::Gelu if !train => kernels::gelu_erf(&inner)?,
+            HiddenAct::Gelu => inner.gelu_erf()?,
+            HiddenAct::GeluApproximate => inner.gelu()?,
+            HiddenAct::Relu => inner.relu()?,
+        };
+        let out = linear_tokens(&self.output, &inner)?;
+        let out = self.hidden_dropout.forward(&out, train)?;
+        self.output_norm.forward(&(out + xs)?, train)
+    }
+}
+
+pub struct BertModel {
+    embeddings: BertEmbeddings,
+    layers: Vec<BertLayer>,
+    pub config: Config,
+}
+
+impl BertModel {
+    /// Loads the first `max_layers` transformer layers (all of them when `None`): layers that
+    /// will never run are not even read from the checkpoint.
+    pub fn load(vb: VarBuilder, cfg: &Config, max_layers: Option<usize>) -> Result<Self> {
+        // Checkpoints saved from `BertForMaskedLM` and friends nest the encoder under `bert.`.
+        let vb = if vb.contains_tensor("embeddings.word_embeddings.weight") {
+            vb
+        } else {
+            vb.pp("bert")
+        };
+        let depth = max_layers
+            .unwrap_or(cfg.num_hidden_layers)
+            .min(cfg.num_hidden_layers);
+        let embeddings = BertEmbeddings::load(vb.pp("embeddings"), cfg)?;
+        let layers = (0..depth)
+            .map(|i| BertLayer::load(vb.pp(format!("encoder.layer.{i}")), cfg))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            embeddings,
+            layers,
+            config: cfg.clone(),
+        })
+    }
+
+    /// Number of transformer layers this instance can run.
+    pub fn depth(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn device(&self) -> &Device {
+        self.embeddings.word_embeddings.embeddings().device()
+    }
+
+    /// Runs the first `depth` layers and returns the hidden state after each of them:
+    /// element `i` is the output of layer `i + 1`, `[batch, seq, hidden]`.
+    pub fn forward_layers(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: &Tensor,
+        attention_mask: &Tensor,
+        depth: usize,
+        train: bool,
+    ) -> Result<Vec<Tensor>> {
+        if depth == 0 || depth > self.layers.len() {
+            candle_core::bail!(
+                "depth {depth} is outside 1..={} for this model",
+                self.layers.len()
+            );
+        }
+        let attention_bias = attention_bias(attention_mask)?;
+        let mut xs = self.embeddings.forward(input_ids, token_type_ids, train)?;
+        let mut states = Vec::with_capacity(depth);
+        for layer in &self.layers[..depth] {
+            xs = layer.forward(&xs, &attention_bias, train)?;
+            states.push(xs.clone());
+        }
+        Ok(states)
+    }
+
+    /// The last hidden state after `depth` layers.
+    pub fn forward(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: &Tensor,
+        attention_mask: &Tensor,
+        depth: usize,
+    ) -> Result<Tensor> {
+        let mut states =
+            self.forward_layers(input_ids, token_type_ids, attention_mask, depth, false)?;
+        Ok(states.pop().expect("depth >= 1 yields one state"))
+    }
+}
+
+/// `[batch, seq]` 0/1 mask -> `[batch, 1, 1, seq]` additive bias.
+fn attention_bias(attention_mask: &Tensor) -> Result<Tensor> {
+    let (batch, seq) = attention_mask.dims2()?;
+    let mask = attention_mask.to_dtype(DType::F32)?;
+    // -1e4 rather than f32::MIN: large enough to zero the softmax, small enough not to overflow
+    // when added to a score.
+    ((mask - 1.0)? * 1e4)?.reshape((batch, 1, 1, seq))
+}

@@ -1,0 +1,438 @@
+//! Sentence encoder: a BERT checkpoint in the Hugging Face layout, run to a chosen depth,
+//! pooled, and truncated to a chosen number of dimensions (the ESE way).
+
+pub mod bert;
+mod kernels;
+pub mod pooling;
+pub mod tiny;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use serde::Deserialize;
+use tokenizers::{Tokenizer, TruncationParams};
+
+pub use bert::{BertModel, Config};
+pub use pooling::Pooling;
+
+use crate::util;
+use crate::vectors::Matrix;
+
+/// Choices that override what the checkpoint itself declares.
+#[derive(Debug, Clone, Default)]
+pub struct EncoderOptions {
+    pub pooling: Option<Pooling>,
+    pub max_length: Option<usize>,
+    /// Prepended to questions (never to documents), e.g. bge's retrieval instruction.
+    pub query_prefix: Option<String>,
+    /// Load only this many transformer layers; deeper ones are never read.
+    pub max_layers: Option<usize>,
+    /// Largest number of sequences in one forward pass.
+    pub batch_size: Option<usize>,
+}
+
+pub const DEFAULT_BATCH_SIZE: usize = 64;
+
+pub struct Encoder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    pub pooling: Pooling,
+    pub max_length: usize,
+    pub query_prefix: String,
+    pub batch_size: usize,
+    pub model_dir: PathBuf,
+    weights_path: PathBuf,
+}
+
+#[derive(Deserialize, Default)]
+struct SentenceBertConfig {
+    max_seq_length: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+struct SentenceTransformersConfig {
+    #[serde(default)]
+    prompts: std::collections::HashMap<String, String>,
+}
+
+
+fn read_optional_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
+    if path.exists() {
+        util::read_json(path)
+    } else {
+        Ok(T::default())
+    }
+}
+
+/// The weights file of a checkpoint directory.
+pub fn weights_file(model_dir: &Path) -> Result<PathBuf> {
+    ["model.safetensors", "pytorch_model.bin"]
+        .iter()
+        .map(|name| model_dir.join(name))
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            anyhow!(
+                "{}: no model.safetensors or pytorch_model.bin (is this a Hugging Face model directory?)",
+                model_dir.display()
+            )
+        })
+}
+
+impl Encoder {
+    pub fn load(model_dir: &Path, options: &EncoderOptions) -> Result<Self> {
+        if !model_dir.is_dir() {
+            bail!(
+                "model directory {} does not exist (run scripts/fetch-models.sh encoder, or pass --model DIR)",
+                model_dir.display()
+            );
+        }
+        let config: Config = util::read_json(&model_dir.join("config.json"))?;
+        if let Some(kind) = config.model_type.as_deref() {
+            if !["bert", "roberta", "xlm-roberta"].contains(&kind) && !kind.contains("bert") {
+                bail!("{}: model_type '{kind}' is not a BERT encoder", model_dir.display());
+            }
+        }
+        let st_config: SentenceBertConfig =
+            read_optional_json(&model_dir.join("sentence_bert_config.json"))?;
+        let prompts: SentenceTransformersConfig =
+            read_optional_json(&model_dir.join("config_sentence_transformers.json"))?;
+        let pooling = match options.pooling {
+            Some(p) => p,
+            None => Pooling::from_checkpoint(model_dir)?.unwrap_or(Pooling::Cls),
+        };
+        let max_length = options
+            .max_length
+            .or(st_config.max_seq_length)
+            .unwrap_or(512)
+            .min(config.max_position_embeddings);
+        let query_prefix = options
+            .query_prefix
+            .clone()
+            .or_else(|| prompts.prompts.get("query").cloned())
+            .unwrap_or_default();
+
+        let tokenizer_path = model_dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| anyhow!("loading {}: {e}", tokenizer_path.display()))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length,
+                ..Default::default()
+            }))
+            .map_err(|e| anyhow!("configuring truncation: {e}"))?;
+        tokenizer.with_padding(None);
+
+        let weights_path = weights_file(model_dir)?;
+        let device = Device::Cpu;
+        let vb = if weights_path.extension().is_some_and(|e| e == "safetensors") {
+            // SAFETY: the file is memory-mapped read-only; rag never writes model files while
+            // an encoder holds them.
+            unsafe { VarBuilder::from_mmaped_safetensors(&[&weights_path], DType::F32, &device) }
+        } else {
+            VarBuilder::from_pth(&weights_path, DType::F32, &device)
+        }
+        .with_context(|| format!("opening {}", weights_path.display()))?;
+        let model = BertModel::load(vb, &config, options.max_layers)
+            .with_context(|| format!("loading BERT weights from {}", weights_path.display()))?;
+
+        Ok(Self {
+            model,
+            tokenizer,
+            pooling,
+            max_length,
+            query_prefix,
+            batch_size: options.batch_size.unwrap_or(DEFAULT_BATCH_SIZE).max(1),
+            model_dir: model_dir.to_path_buf(),
+            weights_path,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.model.config
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        self.model.config.hidden_size
+    }
+
+    /// Layers available in this instance (may be fewer than the checkpoint has).
+    pub fn depth(&self) -> usize {
+        self.model.depth()
+    }
+
+    pub fn weights_path(&self) -> &Path {
+        &self.weights_path
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    pub fn model(&self) -> &BertModel {
+        &self.model
+    }
+
+    /// Token ids of each text (with special tokens, truncated to `max_length`), tokenised in
+    /// parallel.
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| anyhow!("tokenising: {e}"))?;
+        Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    pub fn check_depths(&self, depths: &[usize]) -> Result<usize> {
+        let deepest = depths.iter().copied().max().unwrap_or(0);
+        if depths.contains(&0) || deepest > self.depth() {
+            bail!(
+                "--layers must be between 1 and {} for {} (asked for {:?})",
+                self.depth(),
+                self.model_dir.display(),
+                depths
+            );
+        }
+        Ok(deepest)
+    }
+
+    /// Encodes `texts` once to the deepest of `depths` and returns, for each depth in the order
+    /// given, the pooled, L2-normalised full-width vectors (one row per text).
+    pub fn encode(&self, texts: &[&str], depths: &[usize]) -> Result<Vec<Matrix>> {
+        let deepest = self.check_depths(depths)?;
+        let ids = self.tokenize(texts)?;
+        let hidden = self.hidden_size();
+        let mut out: Vec<Matrix> = depths
+            .iter()
+            .map(|_| Matrix::zeros(texts.len(), hidden))
+            .collect();
+        for batch in length_batches(&ids, self.batch_size, self.batch_size * self.max_length) {
+            let pooled = self.forward_batch(&ids, &batch, depths, deepest)?;
+            for (matrix, rows) in out.iter_mut().zip(pooled) {
+                for (&doc, row) in batch.iter().zip(rows.chunks_exact(hidden)) {
+                    matrix.row_mut(doc).copy_from_slice(row);
+                }
+            }
+        }
+        for matrix in &mut out {
+            matrix.normalize_rows();
+        }
+        Ok(out)
+    }
+
+    /// Encodes questions (with the model's query prefix, if any) at one depth.
+    pub fn encode_queries(&self, queries: &[&str], depth: usize) -> Result<Matrix> {
+        let prefixed: Vec<String> = queries
+            .iter()
+            .map(|q| format!("{}{q}", self.query_prefix))
+            .collect();
+        let refs: Vec<&str> = prefixed.iter().map(String::as_str).collect();
+        let mut out = self.encode(&refs, &[depth])?;
+        Ok(out.remove(0))
+    }
+
+    /// Pads one batch of sequences to its longest member and returns, per requested depth, the
+    /// pooled vectors row-major.
+    fn forward_batch(
+        &self,
+        ids: &[Vec<u32>],
+        batch: &[usize],
+        depths: &[usize],
+        deepest: usize,
+    ) -> Result<Vec<Vec<f32>>> {
+        let inputs = BatchInputs::new(batch.iter().map(|&i| ids[i].as_slice()), self.model.device())?;
+        let states = self.model.forward_layers(
+            &inputs.input_ids,
+            &inputs.token_type_ids,
+            &inputs.attention_mask,
+            deepest,
+            false,
+        )?;
+        depths
+            .iter()
+            .map(|&d| {
+                let pooled = self.pooling.pool(&states[d - 1], &inputs.attention_mask)?;
+                Ok(pooled.flatten_all()?.to_vec1::<f32>()?)
+            })
+            .collect()
+    }
+}
+
+/// Padded id, type and mask tensors for one batch.
+pub struct BatchInputs {
+    pub input_ids: Tensor,
+    pub token_type_ids: Tensor,
+    pub attention_mask: Tensor,
+}
+
+impl BatchInputs {
+    pub fn new<'a>(sequences: impl Iterator<Item = &'a [u32]> + Clone, device: &Device) -> Result<Self> {
+        let rows = sequences.clone().count();
+        let width = sequences.clone().map(<[u32]>::len).max().unwrap_or(0).max(1);
+        let mut input_ids = vec![0u32; rows * width];
+        let mut mask = vec![0u32; rows * width];
+        for (row, seq) in sequences.enumerate() {
+            input_ids[row * width..row * width + seq.len()].copy_from_slice(seq);
+            mask[row * width..row * width + seq.len()].fill(1);
+        }
+        Ok(Self {
+            input_ids: Tensor::from_vec(input_ids, (rows, width), device)?,
+            token_type_ids: Tensor::zeros((rows, width), DType::U32, device)?,
+            attention_mask: Tensor::from_vec(mask, (rows, width), device)?,
+        })
+    }
+}
+
+/// Groups sequence indices into batches of similar length (longest first), each with at most
+/// `max_sequences` members and at most `max_tokens` padded tokens, so little compute is spent on
+/// padding.
+pub fn length_batches(ids: &[Vec<u32>], max_sequences: usize, max_tokens: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+    let mut batches = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut width = 0;
+    for i in order {
+        let len = ids[i].len().max(1);
+        let new_width = width.max(len);
+        if !current.is_empty()
+            && (current.len() == max_sequences || new_width * (current.len() + 1) > max_tokens)
+        {
+            batches.push(std::mem::take(&mut current));
+            width = len;
+        } else {
+            width = new_width;
+        }
+        current.push(i);
+    }
+    if !current.is_empty() {
+        batches.push(current);
+    }
+    batches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vectors::cosine;
+
+    fn tiny(pooling: Pooling) -> (tempfile::TempDir, Encoder) {
+        let dir = tempfile::tempdir().unwrap();
+        tiny::TinyBert {
+            pooling,
+            ..Default::default()
+        }
+        .write(dir.path())
+        .unwrap();
+        let encoder = Encoder::load(dir.path(), &EncoderOptions::default()).unwrap();
+        (dir, encoder)
+    }
+
+    const TEXTS: [&str; 4] = [
+        "the river of the city",
+        "who was in the film?",
+        "a",
+        "what is the longest river in the world, and which city is on it? it is the nile.",
+    ];
+
+    #[test]
+    fn padding_does_not_change_a_vector() {
+        let (_dir, encoder) = tiny(Pooling::Mean);
+        let together = encoder.encode(&TEXTS, &[3]).unwrap().remove(0);
+        for (i, text) in TEXTS.iter().enumerate() {
+            let alone = encoder.encode(&[text], &[3]).unwrap().remove(0);
+            let c = cosine(alone.row(0), together.row(i));
+            assert!(c > 0.99999, "text {i}: cosine {c}");
+        }
+    }
+
+    #[test]
+    fn one_pass_yields_every_depth_and_shallow_loads_match() {
+        let (dir, encoder) = tiny(Pooling::Cls);
+        let all = encoder.encode(&TEXTS, &[1, 2, 3]).unwrap();
+        assert_eq!(all.len(), 3);
+        for row in 0..TEXTS.len() {
+            let norm: f32 = all[0].row(row).iter().map(|x| x * x).sum();
+            assert!((norm - 1.0).abs() < 1e-4);
+            // Depths really differ.
+            assert!(cosine(all[0].row(row), all[2].row(row)) < 0.999);
+        }
+        let shallow = Encoder::load(
+            dir.path(),
+            &EncoderOptions {
+                max_layers: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(shallow.depth(), 2);
+        let two = shallow.encode(&TEXTS, &[2]).unwrap().remove(0);
+        for row in 0..TEXTS.len() {
+            assert!(cosine(two.row(row), all[1].row(row)) > 0.99999);
+        }
+        assert!(shallow.encode(&TEXTS, &[3]).is_err());
+        assert!(shallow.encode(&TEXTS, &[0]).is_err());
+    }
+
+    #[test]
+    fn pooling_comes_from_the_checkpoint_and_can_be_overridden() {
+        let (dir, mean) = tiny(Pooling::Mean);
+        assert_eq!(mean.pooling, Pooling::Mean);
+        let cls = Encoder::load(
+            dir.path(),
+            &EncoderOptions {
+                pooling: Some(Pooling::Cls),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let a = mean.encode(&TEXTS[..1], &[3]).unwrap().remove(0);
+        let b = cls.encode(&TEXTS[..1], &[3]).unwrap().remove(0);
+        assert!(cosine(a.row(0), b.row(0)) < 0.999);
+    }
+
+    #[test]
+    fn queries_get_the_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        tiny::TinyBert::default().write(dir.path()).unwrap();
+        let prefixed = Encoder::load(
+            dir.path(),
+            &EncoderOptions {
+                query_prefix: Some("query: ".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let q = prefixed.encode_queries(&["the city"], 3).unwrap();
+        let manual = prefixed.encode(&["query: the city"], &[3]).unwrap().remove(0);
+        assert!(cosine(q.row(0), manual.row(0)) > 0.99999);
+    }
+
+    #[test]
+    fn missing_model_directory_is_a_clear_error() {
+        let err = Encoder::load(Path::new("/nonexistent/model"), &EncoderOptions::default())
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("/nonexistent/model"));
+    }
+
+    #[test]
+    fn length_batches_cover_every_sequence_once_within_limits() {
+        let ids: Vec<Vec<u32>> = [5, 1, 9, 3, 9, 2, 7, 4]
+            .iter()
+            .map(|&n| vec![1; n])
+            .collect();
+        let batches = length_batches(&ids, 3, 20);
+        let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
+        seen.sort();
+        assert_eq!(seen, (0..ids.len()).collect::<Vec<_>>());
+        for batch in &batches {
+            assert!(batch.len() <= 3);
+            let width = batch.iter().map(|&i| ids[i].len()).max().unwrap();
+            assert!(width * batch.len() <= 20, "batch {batch:?} exceeds the token budget");
+        }
+        // Longest first: the first batch holds the two 9-token sequences.
+        assert_eq!(ids[batches[0][0]].len(), 9);
+    }
+}

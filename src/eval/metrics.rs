@@ -1,0 +1,106 @@
+//! HotpotQA's official answer metrics and retrieval recall.
+
+use std::collections::HashMap;
+
+/// The official HotpotQA / SQuAD normalisation, in its order: lower-case, drop ASCII
+/// punctuation, drop the articles a/an/the, collapse whitespace.
+pub fn normalize_answer(s: &str) -> String {
+    let lower = s.to_lowercase();
+    let no_punct: String = lower.chars().filter(|c| !c.is_ascii_punctuation()).collect();
+    no_punct
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "a" | "an" | "the"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn exact_match(prediction: &str, gold: &str) -> bool {
+    normalize_answer(prediction) == normalize_answer(gold)
+}
+
+/// Token-level F1 as in the official script, including its rule that a yes/no/noanswer on
+/// either side scores only on an exact match.
+pub fn f1_score(prediction: &str, gold: &str) -> f64 {
+    let pred = normalize_answer(prediction);
+    let gold = normalize_answer(gold);
+    let special = ["yes", "no", "noanswer"];
+    if (special.contains(&pred.as_str()) || special.contains(&gold.as_str())) && pred != gold {
+        return 0.0;
+    }
+    let pred_tokens: Vec<&str> = pred.split_whitespace().collect();
+    let gold_tokens: Vec<&str> = gold.split_whitespace().collect();
+    let mut gold_counts: HashMap<&str, usize> = HashMap::new();
+    for t in &gold_tokens {
+        *gold_counts.entry(t).or_default() += 1;
+    }
+    let mut common = 0usize;
+    for t in &pred_tokens {
+        if let Some(c) = gold_counts.get_mut(t) {
+            if *c > 0 {
+                *c -= 1;
+                common += 1;
+            }
+        }
+    }
+    if common == 0 {
+        return 0.0;
+    }
+    let precision = common as f64 / pred_tokens.len() as f64;
+    let recall = common as f64 / gold_tokens.len() as f64;
+    2.0 * precision * recall / (precision + recall)
+}
+
+/// Fraction of the gold titles found among the first `k` retrieved titles.
+pub fn recall_at_k(retrieved: &[String], gold: &[String], k: usize) -> f64 {
+    if gold.is_empty() {
+        return 0.0;
+    }
+    let top = &retrieved[..retrieved.len().min(k)];
+    gold.iter().filter(|g| top.contains(g)).count() as f64 / gold.len() as f64
+}
+
+/// Whether every gold title is among the first `k` retrieved titles.
+pub fn all_in_top_k(retrieved: &[String], gold: &[String], k: usize) -> bool {
+    !gold.is_empty() && recall_at_k(retrieved, gold, k) == 1.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_follows_the_official_order() {
+        assert_eq!(normalize_answer("The  Eiffel Tower!"), "eiffel tower");
+        assert_eq!(normalize_answer("An apple, a day"), "apple day");
+        // Punctuation goes before articles are matched: "the," becomes "the" and is dropped.
+        assert_eq!(normalize_answer("the, end"), "end");
+        // Only ASCII punctuation is dropped; accented letters stay.
+        assert_eq!(normalize_answer("Café «Noir»"), "café «noir»");
+        // Words that merely contain an article survive.
+        assert_eq!(normalize_answer("Theatre anthem"), "theatre anthem");
+    }
+
+    #[test]
+    fn exact_match_and_f1() {
+        assert!(exact_match("the Beatles.", "Beatles"));
+        assert!(!exact_match("Beatles band", "Beatles"));
+        assert!((f1_score("Beatles band", "the Beatles") - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(f1_score("yes", "no"), 0.0);
+        assert_eq!(f1_score("yes it is", "yes"), 0.0);
+        assert_eq!(f1_score("yes", "yes"), 1.0);
+        assert_eq!(f1_score("", "Paris"), 0.0);
+    }
+
+    #[test]
+    fn recall_on_hand_made_rankings() {
+        let titles = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let retrieved = titles(&["A", "X", "B", "Y"]);
+        let gold = titles(&["A", "B"]);
+        assert_eq!(recall_at_k(&retrieved, &gold, 1), 0.5);
+        assert_eq!(recall_at_k(&retrieved, &gold, 2), 0.5);
+        assert_eq!(recall_at_k(&retrieved, &gold, 3), 1.0);
+        assert!(!all_in_top_k(&retrieved, &gold, 2));
+        assert!(all_in_top_k(&retrieved, &gold, 10));
+        assert_eq!(recall_at_k(&retrieved, &[], 5), 0.0);
+    }
+}

@@ -1,0 +1,378 @@
+//! Building an index: stream the corpus, encode it once to the deepest requested layer, keep
+//! every requested depth, then build BM25 and faiss and swap the result in.
+//!
+//! Crash safety: everything is written in `<index>.building/`, beside the live index, which is
+//! only replaced by renames once the new one is complete. Encoding checkpoints every
+//! `chunk_size` documents (docstore and vector files fsynced, then `progress.json` replaced
+//! atomically), so an interrupted build resumes from its last checkpoint.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
+use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions, FORMAT_VERSION};
+use super::{bm25, create_dir, dense_file, DenseIndex};
+use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
+use crate::encoder::{Encoder, EncoderOptions};
+use crate::util;
+
+pub const DEFAULT_CHUNK_SIZE: usize = 2048;
+const PROGRESS_FILE: &str = "progress.json";
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub index_dir: PathBuf,
+    pub corpus: Vec<PathBuf>,
+    pub model_dir: PathBuf,
+    pub encoder: EncoderOptions,
+    /// Depths to store; `None` is the model's full depth.
+    pub layers: Option<Vec<usize>>,
+    /// The size served by default; `None` is the full width.
+    pub dim: Option<usize>,
+    pub template: String,
+    /// Documents per checkpoint.
+    pub chunk_size: usize,
+    pub skip_bad: bool,
+    /// Discard an interrupted build instead of resuming it.
+    pub fresh: bool,
+    pub progress: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildSummary {
+    pub index_dir: PathBuf,
+    pub documents: u64,
+    pub layers: Vec<usize>,
+    pub dim: usize,
+    pub stored_dim: usize,
+    pub resumed_from: u64,
+    pub encode_seconds: f64,
+    pub paragraphs_per_second: f64,
+    pub total_seconds: f64,
+    pub duplicates: usize,
+    pub skipped_records: usize,
+}
+
+/// What a build is making; a checkpoint is resumed only by a build with the same plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Plan {
+    model: ModelIdentity,
+    layers: Vec<usize>,
+    template: String,
+    corpus: Vec<CorpusFile>,
+    skip_bad: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Progress {
+    plan: Plan,
+    docstore: DocStoreMark,
+    /// Set once every document is encoded.
+    encoded: Option<CorpusCounts>,
+}
+
+/// `index/default` -> `index/default.building`.
+pub fn building_dir(index_dir: &Path) -> PathBuf {
+    sibling(index_dir, "building")
+}
+
+fn old_dir(index_dir: &Path) -> PathBuf {
+    sibling(index_dir, "old")
+}
+
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{suffix}"));
+    dir.with_file_name(name)
+}
+
+fn vectors_file(dir: &Path, depth: usize) -> PathBuf {
+    dir.join("vectors").join(format!("L{depth}.f32"))
+}
+
+pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
+    let started = Instant::now();
+    corpus::validate_template(&options.template)?;
+    if options.corpus.is_empty() {
+        bail!("no corpus files given");
+    }
+    let corpus_files = options
+        .corpus
+        .iter()
+        .map(|p| CorpusFile::inspect(p))
+        .collect::<Result<Vec<_>>>()?;
+
+    let mut encoder_options = options.encoder.clone();
+    encoder_options.max_layers = options.layers.as_ref().and_then(|l| l.iter().max().copied());
+    let encoder = Encoder::load(&options.model_dir, &encoder_options)?;
+    let layers = options
+        .layers
+        .clone()
+        .unwrap_or_else(|| vec![encoder.config().num_hidden_layers]);
+    encoder.check_depths(&layers)?;
+    let stored_dim = encoder.hidden_size();
+    let dim = options.dim.unwrap_or(stored_dim);
+    if dim == 0 || dim > stored_dim {
+        bail!("--dim {dim} is outside 1..={stored_dim} for this model");
+    }
+
+    let plan = Plan {
+        model: ModelIdentity::of(&encoder)?,
+        layers: layers.clone(),
+        template: options.template.clone(),
+        corpus: corpus_files,
+        skip_bad: options.skip_bad,
+    };
+    let work = building_dir(&options.index_dir);
+    let progress = start_or_resume(&work, &plan, options.fresh)?;
+    let resumed_from = progress.docstore.documents;
+
+    let encode_started = Instant::now();
+    let (progress, counts) = match progress.encoded.clone() {
+        Some(counts) => (progress, counts),
+        None => encode_corpus(&encoder, &work, progress, options)?,
+    };
+    let encode_seconds = encode_started.elapsed().as_secs_f64();
+    let encoded_now = progress.docstore.documents - resumed_from;
+    drop(encoder);
+
+    let documents = progress.docstore.documents;
+    if documents == 0 {
+        bail!("the corpus has no paragraphs");
+    }
+    build_bm25(&work, documents, options.progress)?;
+    for &depth in &layers {
+        build_dense(&work, depth, stored_dim, dim, documents)?;
+    }
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        rag_version: env!("CARGO_PKG_VERSION").into(),
+        model: plan.model.clone(),
+        layers: layers.clone(),
+        stored_dim,
+        default_dim: dim,
+        template: plan.template.clone(),
+        corpus: plan.corpus.clone(),
+        documents,
+        stats: counts.clone(),
+        versions: Versions::default(),
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    };
+    manifest.write(&work)?;
+    // The raw vectors live on inside the faiss files; the checkpoint is no longer needed.
+    std::fs::remove_dir_all(work.join("vectors")).context("removing raw vectors")?;
+    std::fs::remove_file(work.join(PROGRESS_FILE)).context("removing progress file")?;
+    install(&work, &options.index_dir)?;
+
+    Ok(BuildSummary {
+        index_dir: options.index_dir.clone(),
+        documents,
+        layers,
+        dim,
+        stored_dim,
+        resumed_from,
+        encode_seconds,
+        paragraphs_per_second: encoded_now as f64 / encode_seconds.max(1e-9),
+        total_seconds: started.elapsed().as_secs_f64(),
+        duplicates: counts.duplicates,
+        skipped_records: counts.skipped_records,
+    })
+}
+
+fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Progress> {
+    let progress_path = work.join(PROGRESS_FILE);
+    if !fresh && progress_path.exists() {
+        if let Ok(progress) = util::read_json::<Progress>(&progress_path) {
+            if &progress.plan == plan {
+                return Ok(progress);
+            }
+        }
+    }
+    if work.exists() {
+        std::fs::remove_dir_all(work)
+            .with_context(|| format!("removing stale build {}", work.display()))?;
+    }
+    create_dir(&work.join("vectors"))?;
+    let progress = Progress {
+        plan: plan.clone(),
+        docstore: DocStoreMark::default(),
+        encoded: None,
+    };
+    util::write_json_atomic(&progress_path, &progress)?;
+    Ok(progress)
+}
+
+fn progress_bar(show: bool, total: u64, template: &str) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(template)
+            .expect("valid progress template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+fn encode_corpus(
+    encoder: &Encoder,
+    work: &Path,
+    mut progress: Progress,
+    options: &BuildOptions,
+) -> Result<(Progress, CorpusCounts)> {
+    let layers = progress.plan.layers.clone();
+    let hidden = encoder.hidden_size();
+    let row_bytes = (hidden * 4) as u64;
+    let done = progress.docstore.documents;
+    let mut docs = DocStoreWriter::open_at(work, progress.docstore)?;
+    let mut vector_files = layers
+        .iter()
+        .map(|&depth| {
+            open_truncated(&vectors_file(work, depth), done * row_bytes).map(BufWriter::new)
+        })
+        .collect::<Result<Vec<_>>>()?;
+
+    let mut stream = ParagraphStream::open(&options.corpus, options.skip_bad);
+    for skipped in 0..done {
+        match stream.next() {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e),
+            None => bail!("the corpus has fewer paragraphs ({skipped}) than the checkpoint ({done}); rebuild with --fresh"),
+        }
+    }
+
+    let total_bytes: u64 = progress.plan.corpus.iter().map(|c| c.bytes).sum();
+    let bar = progress_bar(
+        options.progress,
+        total_bytes,
+        "encoding {bar:30} {percent:>3}% {msg} [{elapsed_precise} < {eta_precise}]",
+    );
+    let started = Instant::now();
+    let mut encoded = 0u64;
+    loop {
+        let chunk: Vec<Paragraph> = stream
+            .by_ref()
+            .take(options.chunk_size.max(1))
+            .collect::<Result<_>>()?;
+        if chunk.is_empty() {
+            break;
+        }
+        let texts: Vec<String> = chunk.iter().map(|p| p.render(&progress.plan.template)).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = encoder.encode(&refs, &layers)?;
+        for paragraph in &chunk {
+            docs.append(paragraph)?;
+        }
+        for (file, matrix) in vector_files.iter_mut().zip(&vectors) {
+            write_f32s(file, &matrix.data)?;
+            file.flush()?;
+            file.get_ref().sync_data()?;
+        }
+        progress.docstore = docs.sync()?;
+        util::write_json_atomic(&work.join(PROGRESS_FILE), &progress)?;
+
+        encoded += chunk.len() as u64;
+        bar.set_position(stream.bytes_read());
+        bar.set_message(format!(
+            "{} paragraphs, {:.1}/s",
+            progress.docstore.documents,
+            encoded as f64 / started.elapsed().as_secs_f64().max(1e-9)
+        ));
+    }
+    bar.finish_and_clear();
+    let counts = CorpusCounts::from(stream.stats().context("corpus stream ended early")?);
+    progress.encoded = Some(counts.clone());
+    util::write_json_atomic(&work.join(PROGRESS_FILE), &progress)?;
+    Ok((progress, counts))
+}
+
+fn write_f32s(out: &mut impl Write, values: &[f32]) -> Result<()> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    out.write_all(&bytes).context("writing vectors")
+}
+
+fn build_bm25(work: &Path, documents: u64, show_progress: bool) -> Result<()> {
+    let dir = work.join("bm25");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).context("removing partial BM25 index")?;
+    }
+    let store = DocStore::open(work)?;
+    let bar = progress_bar(
+        show_progress,
+        documents,
+        "BM25 {bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}]",
+    );
+    bm25::build(&dir, store.iter(), || bar.inc(1))?;
+    bar.finish_and_clear();
+    Ok(())
+}
+
+fn build_dense(work: &Path, depth: usize, stored_dim: usize, dim: usize, documents: u64) -> Result<()> {
+    create_dir(&work.join("dense"))?;
+    let path = vectors_file(work, depth);
+    let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let expected = documents * stored_dim as u64 * 4;
+    if file.metadata()?.len() != expected {
+        bail!("{} does not hold {documents} vectors; rebuild with --fresh", path.display());
+    }
+    let mut reader = BufReader::with_capacity(1 << 22, file);
+    let mut index = DenseIndex::new(stored_dim)?;
+    let rows_per_block = 65_536;
+    let mut buf = vec![0u8; rows_per_block * stored_dim * 4];
+    let mut remaining = documents as usize;
+    while remaining > 0 {
+        let rows = remaining.min(rows_per_block);
+        let bytes = &mut buf[..rows * stored_dim * 4];
+        reader.read_exact(bytes).with_context(|| format!("reading {}", path.display()))?;
+        let floats: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect();
+        index.add(&floats)?;
+        remaining -= rows;
+    }
+    index.save(&dense_file(work, depth, stored_dim))?;
+    if dim != stored_dim {
+        index.truncated(dim)?.save(&dense_file(work, depth, dim))?;
+    }
+    Ok(())
+}
+
+/// Puts the finished build in place of the live index with two renames. Between them the live
+/// index exists only as `<index>.old`, which [`recover_interrupted_install`] puts back.
+fn install(work: &Path, index_dir: &Path) -> Result<()> {
+    let old = old_dir(index_dir);
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    }
+    if index_dir.exists() {
+        std::fs::rename(index_dir, &old)
+            .with_context(|| format!("moving {} aside", index_dir.display()))?;
+    }
+    std::fs::rename(work, index_dir)
+        .with_context(|| format!("installing {}", index_dir.display()))?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    }
+    Ok(())
+}
+
+/// Undoes an install cut off between its two renames.
+pub fn recover_interrupted_install(index_dir: &Path) -> Result<()> {
+    let old = old_dir(index_dir);
+    if !index_dir.exists() && old.exists() {
+        std::fs::rename(&old, index_dir)
+            .with_context(|| format!("restoring {} from {}", index_dir.display(), old.display()))?;
+    }
+    Ok(())
+}

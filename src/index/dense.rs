@@ -1,0 +1,156 @@
+//! The dense side: a faiss `IndexFlatL2` over L2-normalised vectors. On unit vectors the squared
+//! L2 distance ranks exactly like cosine similarity (`cos = 1 - d^2 / 2`), which is the score
+//! reported.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use faiss::index::flat::FlatIndexImpl;
+use faiss::{ConcurrentIndex, Index};
+
+use crate::vectors::Matrix;
+
+pub struct DenseIndex {
+    index: FlatIndexImpl,
+}
+
+fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
+    anyhow!("faiss: {e}")
+}
+
+impl DenseIndex {
+    pub fn new(dim: usize) -> Result<Self> {
+        Ok(Self {
+            index: FlatIndexImpl::new_l2(dim as u32).map_err(faiss_error)?,
+        })
+    }
+
+    /// Adds rows that are already unit length.
+    pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
+        self.index.add(vectors).map_err(faiss_error)
+    }
+
+    pub fn from_matrix(matrix: &Matrix) -> Result<Self> {
+        let mut index = Self::new(matrix.cols)?;
+        index.add(&matrix.data)?;
+        Ok(index)
+    }
+
+    pub fn dim(&self) -> usize {
+        self.index.d() as usize
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.ntotal() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The stored vectors, row-major.
+    pub fn vectors(&self) -> &[f32] {
+        self.index.xb()
+    }
+
+    /// A new index over the first `dim` dimensions of these vectors, re-normalised: the ESE
+    /// way of serving a smaller size without re-encoding anything.
+    pub fn truncated(&self, dim: usize) -> Result<Self> {
+        let mut out = Self::new(dim)?;
+        // Slice in blocks so a multi-gigabyte index is not copied whole a second time.
+        let full = self.dim();
+        for block in self.vectors().chunks(full * 65_536) {
+            let rows = block.len() / full;
+            let matrix = Matrix::from_vec(rows, full, block.to_vec()).truncated(dim);
+            out.add(&matrix.data)?;
+        }
+        Ok(out)
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let tmp = path.with_extension("faiss.tmp");
+        let tmp_str = tmp.to_str().context("index path is not UTF-8")?;
+        faiss::write_index(&self.index, tmp_str)
+            .map_err(faiss_error)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+    }
+
+    pub fn load(path: &Path) -> Result<Self> {
+        let path_str = path.to_str().context("index path is not UTF-8")?;
+        let index = faiss::read_index(path_str)
+            .map_err(faiss_error)
+            .with_context(|| format!("reading {}", path.display()))?
+            .into_flat()
+            .map_err(faiss_error)
+            .with_context(|| format!("{} is not a flat faiss index", path.display()))?;
+        Ok(Self { index })
+    }
+
+    /// The `k` nearest rows to a unit-length `query` as (id, cosine similarity).
+    pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
+        Ok(self.search_many(query, k)?.pop().unwrap_or_default())
+    }
+
+    /// [`search`](Self::search) for many row-major queries in one faiss call.
+    pub fn search_many(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<(u64, f32)>>> {
+        let dim = self.dim();
+        if queries.is_empty() || queries.len() % dim != 0 {
+            anyhow::bail!(
+                "queries have {} values, not a whole number of {dim}-dimensional vectors",
+                queries.len()
+            );
+        }
+        let k = k.min(self.len());
+        let rows = queries.len() / dim;
+        if k == 0 {
+            return Ok(vec![Vec::new(); rows]);
+        }
+        let result = ConcurrentIndex::search(&self.index, queries, k).map_err(faiss_error)?;
+        Ok(result
+            .labels
+            .chunks(k)
+            .zip(result.distances.chunks(k))
+            .map(|(labels, distances)| {
+                labels
+                    .iter()
+                    .zip(distances)
+                    .filter_map(|(label, &d)| label.get().map(|id| (id, 1.0 - d / 2.0)))
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_neighbours_by_cosine_survive_save_load_and_truncation() {
+        let mut m = Matrix::from_vec(
+            3,
+            4,
+            vec![1.0, 0.0, 0.0, 0.0, 0.6, 0.8, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+        );
+        m.normalize_rows();
+        let index = DenseIndex::from_matrix(&m).unwrap();
+        let hits = index.search(&[1.0, 0.0, 0.0, 0.0], 2).unwrap();
+        assert_eq!(hits[0].0, 0);
+        assert!((hits[0].1 - 1.0).abs() < 1e-5);
+        assert_eq!(hits[1].0, 1);
+        assert!((hits[1].1 - 0.6).abs() < 1e-5);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.faiss");
+        index.save(&path).unwrap();
+        let loaded = DenseIndex::load(&path).unwrap();
+        assert_eq!(loaded.vectors(), index.vectors());
+
+        // First two dims only: row 2 becomes all-zero, rows 0 and 1 keep their order.
+        let small = loaded.truncated(2).unwrap();
+        assert_eq!(small.dim(), 2);
+        assert_eq!(small.search(&[1.0, 0.0], 1).unwrap()[0].0, 0);
+        assert!(small.search(&[1.0, 0.0, 0.0], 1).is_err());
+    }
+}

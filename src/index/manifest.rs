@@ -1,0 +1,186 @@
+//! `manifest.json`: what an index was built from, so that a query with another model, a depth
+//! the index lacks or a dimension larger than stored is refused instead of answered wrongly.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::corpus::{CorpusFile, StreamStats};
+use crate::encoder::{Encoder, Pooling};
+
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Identity of the encoder: its weights by sha256, and the choices that change its vectors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelIdentity {
+    pub name: String,
+    pub path: PathBuf,
+    pub weights_sha256: String,
+    pub weights_bytes: u64,
+    pub hidden_size: usize,
+    pub num_layers: usize,
+    pub pooling: Pooling,
+    pub max_length: usize,
+    pub query_prefix: String,
+}
+
+impl ModelIdentity {
+    pub fn of(encoder: &Encoder) -> Result<Self> {
+        let weights = encoder.weights_path();
+        Ok(Self {
+            name: model_name(&encoder.model_dir),
+            path: encoder.model_dir.clone(),
+            weights_sha256: crate::util::sha256_file(weights)?,
+            weights_bytes: std::fs::metadata(weights)?.len(),
+            hidden_size: encoder.hidden_size(),
+            num_layers: encoder.config().num_hidden_layers,
+            pooling: encoder.pooling,
+            max_length: encoder.max_length,
+            query_prefix: encoder.query_prefix.clone(),
+        })
+    }
+
+    /// Refuses an encoder whose weights or settings differ from the ones the index was built
+    /// with. The size check comes first so a different model is caught without hashing it.
+    pub fn check_matches(&self, encoder: &Encoder) -> Result<()> {
+        let weights = encoder.weights_path();
+        let bytes = std::fs::metadata(weights)
+            .with_context(|| format!("reading {}", weights.display()))?
+            .len();
+        if bytes != self.weights_bytes || crate::util::sha256_file(weights)? != self.weights_sha256 {
+            bail!(
+                "model {} does not match the index, which was built with {} (sha256 {}); rebuild the index or pass that model",
+                encoder.model_dir.display(),
+                self.path.display(),
+                &self.weights_sha256[..12]
+            );
+        }
+        if encoder.pooling != self.pooling || encoder.max_length != self.max_length {
+            bail!(
+                "encoder settings (pooling {}, max length {}) differ from the index's (pooling {}, max length {})",
+                encoder.pooling,
+                encoder.max_length,
+                self.pooling,
+                self.max_length
+            );
+        }
+        Ok(())
+    }
+}
+
+pub fn model_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub rag_version: String,
+    pub model: ModelIdentity,
+    /// Depths with a stored dense index, ascending.
+    pub layers: Vec<usize>,
+    /// Width of the stored vectors (the model's hidden size).
+    pub stored_dim: usize,
+    /// The size served when a query names none (`rag index --dim`).
+    pub default_dim: usize,
+    pub template: String,
+    pub corpus: Vec<CorpusFile>,
+    pub documents: u64,
+    pub stats: CorpusCounts,
+    pub versions: Versions,
+    pub created_unix: u64,
+}
+
+/// What ingestion saw, kept for the record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorpusCounts {
+    pub records: usize,
+    pub duplicates: usize,
+    pub skipped_records: usize,
+}
+
+impl From<&StreamStats> for CorpusCounts {
+    fn from(s: &StreamStats) -> Self {
+        Self {
+            records: s.records,
+            duplicates: s.duplicates,
+            skipped_records: s.skipped_records,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versions {
+    pub candle: String,
+    pub faiss: String,
+    pub tantivy: String,
+}
+
+impl Default for Versions {
+    fn default() -> Self {
+        Self {
+            candle: "0.11".into(),
+            faiss: "0.13 (faiss-sys static)".into(),
+            tantivy: "0.25".into(),
+        }
+    }
+}
+
+impl Manifest {
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "no index at {} (build one with `rag index`)",
+                dir.display()
+            )
+        })?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        if manifest.format_version != FORMAT_VERSION {
+            bail!(
+                "{} has index format {}, this rag reads format {FORMAT_VERSION}; rebuild it",
+                dir.display(),
+                manifest.format_version
+            );
+        }
+        Ok(manifest)
+    }
+
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        crate::util::write_json_atomic(&dir.join(MANIFEST_FILE), self)
+    }
+
+    /// Resolves a query's depth and size against what is stored: `None` means the default (the
+    /// deepest stored depth, the size given at build time).
+    pub fn resolve(&self, layers: Option<usize>, dim: Option<usize>) -> Result<(usize, usize)> {
+        let depth = layers.unwrap_or(*self.layers.last().expect("an index stores a depth"));
+        if !self.layers.contains(&depth) {
+            bail!(
+                "the index has no vectors for --layers {depth} (it stores {}); rebuild with `rag index --layers {}`",
+                join(&self.layers),
+                join(&[self.layers.clone(), vec![depth]].concat())
+            );
+        }
+        let dim = dim.unwrap_or(self.default_dim);
+        if dim == 0 || dim > self.stored_dim {
+            bail!("--dim {dim} is outside 1..={} for this index", self.stored_dim);
+        }
+        Ok((depth, dim))
+    }
+}
+
+fn join(values: &[usize]) -> String {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    sorted
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}

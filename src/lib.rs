@@ -1,0 +1,16 @@
+//! `rag`: retrieval-augmented question answering on Espresso Sentence Embeddings (ESE).
+//!
+//! Data flows one way: [`corpus`] (HotpotQA paragraphs) -> [`encoder`] (a BERT run to a chosen
+//! depth, truncated to a chosen size) -> [`index`] (faiss, tantivy, document store) ->
+//! [`retrieve`] (dense, BM25, hybrid) -> [`eval`] (recall, exact match). [`cli`] parses flags and calls into these; [`bench`]
+//! measures them.
+
+pub mod bench;
+pub mod cli;
+pub mod corpus;
+pub mod encoder;
+pub mod eval;
+pub mod index;
+pub mod retrieve;
+pub mod util;
+pub mod vectors;

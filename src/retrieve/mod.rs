@@ -1,0 +1,254 @@
+//! Retrieval over a built index: dense (ESE vectors at a chosen depth and size), BM25, or their
+//! reciprocal-rank fusion.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::encoder::{Encoder, EncoderOptions};
+use crate::index::Index;
+
+/// Questions longer than this are refused rather than silently truncated by the tokenizer.
+pub const MAX_QUESTION_BYTES: usize = 4096;
+/// The usual constant of reciprocal-rank fusion (Cormack et al., 2009).
+const RRF_K: f32 = 60.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Dense,
+    Bm25,
+    Hybrid,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Dense => "dense",
+            Mode::Bm25 => "bm25",
+            Mode::Hybrid => "hybrid",
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchRequest<'a> {
+    pub query: &'a str,
+    pub k: usize,
+    pub mode: Mode,
+    pub layers: Option<usize>,
+    pub dim: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    pub rank: usize,
+    pub id: u64,
+    pub title: String,
+    pub text: String,
+    pub score: f32,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SearchTimings {
+    pub encode_ms: f64,
+    pub search_ms: f64,
+    pub total_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    pub query: String,
+    pub mode: Mode,
+    pub layers: usize,
+    pub dim: usize,
+    pub hits: Vec<Hit>,
+    pub timings: SearchTimings,
+}
+
+pub fn validate_question(question: &str) -> Result<&str> {
+    let trimmed = question.trim();
+    if trimmed.is_empty() {
+        bail!("the question is empty");
+    }
+    if trimmed.len() > MAX_QUESTION_BYTES {
+        bail!(
+            "the question is too long ({} bytes; the limit is {MAX_QUESTION_BYTES})",
+            trimmed.len()
+        );
+    }
+    Ok(trimmed)
+}
+
+pub struct Retriever {
+    pub index: Index,
+    pub encoder: Encoder,
+}
+
+impl Retriever {
+    /// Opens an index with the encoder it was built with (or `model`, which must be the same
+    /// weights), loading only the layers the index stores.
+    pub fn open(index_dir: &Path, model: Option<&Path>) -> Result<Self> {
+        let index = Index::open(index_dir)?;
+        let identity = &index.manifest.model;
+        let options = EncoderOptions {
+            pooling: Some(identity.pooling),
+            max_length: Some(identity.max_length),
+            query_prefix: Some(identity.query_prefix.clone()),
+            max_layers: index.manifest.layers.last().copied(),
+            batch_size: None,
+        };
+        let encoder = Encoder::load(model.unwrap_or(&identity.path), &options)?;
+        identity.check_matches(&encoder)?;
+        Ok(Self { index, encoder })
+    }
+
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        let started = Instant::now();
+        let query = validate_question(request.query)?;
+        let (layers, dim) = self.index.manifest.resolve(request.layers, request.dim)?;
+        let mut timings = SearchTimings::default();
+        let ranked = self
+            .rank(&[query], request.mode, layers, dim, request.k, &mut timings)?
+            .pop()
+            .unwrap_or_default();
+        let hits = ranked
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, score))| {
+                let doc = self.index.document(id)?;
+                Ok(Hit {
+                    rank: i + 1,
+                    id,
+                    title: doc.title,
+                    text: doc.text,
+                    score,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        timings.total_ms = ms(started);
+        Ok(SearchResponse {
+            query: query.to_string(),
+            mode: request.mode,
+            layers,
+            dim,
+            hits,
+            timings,
+        })
+    }
+
+    /// Ranked (id, score) lists for many questions at a resolved depth and size; dense
+    /// questions are encoded as one batch.
+    pub fn rank(
+        &self,
+        queries: &[&str],
+        mode: Mode,
+        layers: usize,
+        dim: usize,
+        k: usize,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Vec<(u64, f32)>>> {
+        if k == 0 {
+            bail!("k must be at least 1");
+        }
+        match mode {
+            Mode::Dense => self.dense(queries, layers, dim, k, timings),
+            Mode::Bm25 => self.bm25(queries, k, timings),
+            Mode::Hybrid => {
+                let depth = (k * 4).max(50);
+                let dense = self.dense(queries, layers, dim, depth, timings)?;
+                let lexical = self.bm25(queries, depth, timings)?;
+                Ok(dense
+                    .into_iter()
+                    .zip(lexical)
+                    .map(|(d, l)| {
+                        let mut fused = reciprocal_rank_fusion(&[d, l]);
+                        fused.truncate(k);
+                        fused
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    fn dense(
+        &self,
+        queries: &[&str],
+        layers: usize,
+        dim: usize,
+        k: usize,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Vec<(u64, f32)>>> {
+        let started = Instant::now();
+        let vectors = self.encoder.encode_queries(queries, layers)?.truncated(dim);
+        timings.encode_ms += ms(started);
+        let started = Instant::now();
+        let hits = self.index.dense(layers, dim)?.search_many(&vectors.data, k)?;
+        timings.search_ms += ms(started);
+        Ok(hits)
+    }
+
+    fn bm25(
+        &self,
+        queries: &[&str],
+        k: usize,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Vec<(u64, f32)>>> {
+        let started = Instant::now();
+        let hits = queries
+            .iter()
+            .map(|q| self.index.bm25().search(q, k))
+            .collect::<Result<Vec<_>>>()?;
+        timings.search_ms += ms(started);
+        Ok(hits)
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Fuses rankings by summing `1 / (RRF_K + rank)` per document; ties keep first-seen order.
+pub fn reciprocal_rank_fusion(rankings: &[Vec<(u64, f32)>]) -> Vec<(u64, f32)> {
+    let mut scores: HashMap<u64, f32> = HashMap::new();
+    let mut order: Vec<u64> = Vec::new();
+    for ranking in rankings {
+        for (rank, &(id, _)) in ranking.iter().enumerate() {
+            let entry = scores.entry(id).or_insert_with(|| {
+                order.push(id);
+                0.0
+            });
+            *entry += 1.0 / (RRF_K + rank as f32 + 1.0);
+        }
+    }
+    let mut fused: Vec<(u64, f32)> = order.into_iter().map(|id| (id, scores[&id])).collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1));
+    fused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_rewards_documents_both_rankings_agree_on() {
+        let dense = vec![(1, 0.9), (2, 0.8), (3, 0.7)];
+        let lexical = vec![(3, 12.0), (4, 9.0), (1, 5.0)];
+        let fused = reciprocal_rank_fusion(&[dense, lexical]);
+        let ids: Vec<u64> = fused.iter().map(|h| h.0).collect();
+        // 1: 1/61 + 1/63; 3: 1/63 + 1/61 (tie, 1 seen first); 2: 1/62; 4: 1/62.
+        assert_eq!(ids, vec![1, 3, 2, 4]);
+        assert!((fused[0].1 - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn questions_are_checked() {
+        assert!(validate_question("  ").is_err());
+        assert!(validate_question(&"x".repeat(MAX_QUESTION_BYTES + 1)).is_err());
+        assert_eq!(validate_question(" who? ").unwrap(), "who?");
+    }
+}

@@ -1,0 +1,113 @@
+//! Small file helpers shared by every stage: hashing and crash-safe writes.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Writes `bytes` to a sibling temporary file, fsyncs it and renames it over `path`, so readers
+/// see the old content or the new, never half of it.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+}
+
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// candle allocates a fresh buffer for every tensor op. By default glibc returns large freed
+/// blocks to the kernel and the next op faults them back in, zeroed: over a tenth of encoding
+/// time went to that. Keeping them in the heap costs only the memory already in use.
+pub fn keep_freed_memory() {
+    // SAFETY: mallopt only adjusts allocator thresholds; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
+}
+
+/// A comma-separated list of positive numbers from the command line, sorted and distinct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumberList(pub Vec<usize>);
+
+impl std::str::FromStr for NumberList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_list(s).map(NumberList)
+    }
+}
+
+/// Parses "1,3,6" into sorted, distinct positive numbers.
+pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut values = s
+        .split(',')
+        .map(|part| {
+            part.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("'{part}' is not a positive number"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    values.sort();
+    values.dedup();
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_list_sorts_dedups_and_rejects_zero() {
+        assert_eq!(parse_list("6, 1,3,6").unwrap(), vec![1, 3, 6]);
+        assert!(parse_list("0,3").is_err());
+        assert!(parse_list("a").is_err());
+    }
+
+    #[test]
+    fn atomic_write_replaces_content_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        write_json_atomic(&path, &vec![1, 2]).unwrap();
+        write_json_atomic(&path, &vec![3]).unwrap();
+        assert_eq!(read_json::<Vec<i32>>(&path).unwrap(), vec![3]);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(
+            sha256_file(&path).unwrap(),
+            hex::encode(Sha256::digest(std::fs::read(&path).unwrap()))
+        );
+    }
+}
