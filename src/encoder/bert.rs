@@ -91,17 +91,20 @@ fn layer_norm_differentiable(ln: &LayerNorm, xs: &Tensor, eps: f64) -> Result<Te
     }
 }
 
-/// Applies a linear layer to `[batch, seq, in]` as one `[batch*seq, in] x [in, out]` GEMM.
-fn linear_tokens(layer: &Linear, xs: &Tensor) -> Result<Tensor> {
+/// `xs W^T` for `xs` `[batch, seq, in]` as one `[batch*seq, in] x [in, out]` GEMM (no bias).
+fn matmul_tokens(weight: &Tensor, xs: &Tensor) -> Result<Tensor> {
     let (batch, seq, hidden) = xs.dims3()?;
-    let flat = xs.reshape((batch * seq, hidden))?;
-    let out = flat.matmul(&layer.weight().t()?)?;
-    let out = match layer.bias() {
-        Some(bias) => out.broadcast_add(bias)?,
-        None => out,
-    };
+    let out = xs.reshape((batch * seq, hidden))?.matmul(&weight.t()?)?;
     let out_dim = out.dim(1)?;
     out.reshape((batch, seq, out_dim))
+}
+
+fn linear_tokens(layer: &Linear, xs: &Tensor) -> Result<Tensor> {
+    let out = matmul_tokens(layer.weight(), xs)?;
+    match layer.bias() {
+        Some(bias) => out.broadcast_add(bias),
+        None => Ok(out),
+    }
 }
 
 struct Norm {
@@ -211,40 +214,71 @@ impl BertLayer {
         Ok(Linear::new(Tensor::cat(&weights, 0)?, Some(Tensor::cat(&biases, 0)?)))
     }
 
-    /// `attention_bias` is `[batch, 1, 1, seq]`: 0 for real tokens, a large negative for padding.
-    pub fn forward(&self, xs: &Tensor, attention_bias: &Tensor, train: bool) -> Result<Tensor> {
+    pub fn forward(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
         let (batch, seq, hidden) = xs.dims3()?;
-        let qkv = linear_tokens(&self.qkv()?, xs)?
+        let qkv = linear_tokens(&self.qkv()?, xs)?;
+        let context = if train {
+            self.attention_differentiable(&qkv, &mask.bias)?
+        } else {
+            kernels::attention(&qkv, &mask.lengths, self.num_heads, self.head_dim)?
+        };
+        let attended = linear_tokens(&self.attention_output, &context)?;
+        let attended = self.hidden_dropout.forward(&attended, train)?;
+        let xs = self.attention_norm.forward(&(attended + xs)?, train)?;
+
+        let inner = match (self.act, train) {
+            (HiddenAct::Gelu, false) => kernels::bias_gelu(
+                &matmul_tokens(self.intermediate.weight(), &xs)?,
+                self.intermediate.bias().expect("BERT projections are loaded with a bias"),
+            )?,
+            (HiddenAct::Gelu, true) => linear_tokens(&self.intermediate, &xs)?.gelu_erf()?,
+            (HiddenAct::GeluApproximate, _) => linear_tokens(&self.intermediate, &xs)?.gelu()?,
+            (HiddenAct::Relu, _) => linear_tokens(&self.intermediate, &xs)?.relu()?,
+        };
+        let out = linear_tokens(&self.output, &inner)?;
+        let out = self.hidden_dropout.forward(&out, train)?;
+        debug_assert_eq!(out.dims3()?, (batch, seq, hidden));
+        self.output_norm.forward(&(out + xs)?, train)
+    }
+
+    /// Attention from candle's own ops, so autograd can run through it; `bias` is
+    /// `[batch, 1, 1, seq]`: 0 for real tokens, a large negative for padding.
+    fn attention_differentiable(&self, qkv: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        let (batch, seq, _) = qkv.dims3()?;
+        let qkv = qkv
             .reshape((batch, seq, 3, self.num_heads, self.head_dim))?
             .permute((2, 0, 3, 1, 4))?; // [3, batch, heads, seq, head_dim]
         let q = (qkv.get(0)? * (1.0 / (self.head_dim as f64).sqrt()))?.contiguous()?;
         let k = qkv.get(1)?.contiguous()?;
         let v = qkv.get(2)?.contiguous()?;
-        let scores = q.matmul(&k.t()?)?;
-        let probs = if train {
-            candle_nn::ops::softmax(&scores.broadcast_add(attention_bias)?, D::Minus1)?
-        } else {
-            kernels::masked_softmax(&scores, attention_bias)?
-        };
-        let probs = self.attention_dropout.forward(&probs, train)?;
-        let context = probs
+        let scores = q.matmul(&k.t()?)?.broadcast_add(bias)?;
+        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let probs = self.attention_dropout.forward(&probs, true)?;
+        probs
             .matmul(&v)?
             .transpose(1, 2)?
-            .reshape((batch, seq, hidden))?;
-        let attended = linear_tokens(&self.attention_output, &context)?;
-        let attended = self.hidden_dropout.forward(&attended, train)?;
-        let xs = self.attention_norm.forward(&(attended + xs)?, train)?;
+            .reshape((batch, seq, self.num_heads * self.head_dim))
+    }
+}
 
-        let inner = linear_tokens(&self.intermediate, &xs)?;
-        let inner = match self.act {
-            HiddenAct::Gelu if !train => kernels::gelu_erf(&inner)?,
-            HiddenAct::Gelu => inner.gelu_erf()?,
-            HiddenAct::GeluApproximate => inner.gelu()?,
-            HiddenAct::Relu => inner.relu()?,
-        };
-        let out = linear_tokens(&self.output, &inner)?;
-        let out = self.hidden_dropout.forward(&out, train)?;
-        self.output_norm.forward(&(out + xs)?, train)
+/// The padding mask in the two forms the attention paths need.
+pub struct AttentionMask {
+    /// `[batch, 1, 1, seq]` additive bias: 0 for real tokens, a large negative for padding.
+    pub bias: Tensor,
+    /// `[batch]` u32: real tokens per sequence (padding is always on the right).
+    pub lengths: Tensor,
+}
+
+impl AttentionMask {
+    /// From a `[batch, seq]` 0/1 mask.
+    pub fn new(attention_mask: &Tensor) -> Result<Self> {
+        let (batch, seq) = attention_mask.dims2()?;
+        let mask = attention_mask.to_dtype(DType::F32)?;
+        // -1e4 rather than f32::MIN: large enough to zero the softmax, small enough not to
+        // overflow when added to a score.
+        let bias = ((&mask - 1.0)? * 1e4)?.reshape((batch, 1, 1, seq))?;
+        let lengths = mask.sum(1)?.to_dtype(DType::U32)?;
+        Ok(Self { bias, lengths })
     }
 }
 
@@ -303,11 +337,11 @@ impl BertModel {
                 self.layers.len()
             );
         }
-        let attention_bias = attention_bias(attention_mask)?;
+        let mask = AttentionMask::new(attention_mask)?;
         let mut xs = self.embeddings.forward(input_ids, token_type_ids, train)?;
         let mut states = Vec::with_capacity(depth);
         for layer in &self.layers[..depth] {
-            xs = layer.forward(&xs, &attention_bias, train)?;
+            xs = layer.forward(&xs, &mask, train)?;
             states.push(xs.clone());
         }
         Ok(states)
@@ -325,13 +359,4 @@ impl BertModel {
             self.forward_layers(input_ids, token_type_ids, attention_mask, depth, false)?;
         Ok(states.pop().expect("depth >= 1 yields one state"))
     }
-}
-
-/// `[batch, seq]` 0/1 mask -> `[batch, 1, 1, seq]` additive bias.
-fn attention_bias(attention_mask: &Tensor) -> Result<Tensor> {
-    let (batch, seq) = attention_mask.dims2()?;
-    let mask = attention_mask.to_dtype(DType::F32)?;
-    // -1e4 rather than f32::MIN: large enough to zero the softmax, small enough not to overflow
-    // when added to a score.
-    ((mask - 1.0)? * 1e4)?.reshape((batch, 1, 1, seq))
 }

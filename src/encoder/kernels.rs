@@ -1,11 +1,11 @@
 //! Fused CPU kernels for the inference path. Profiling the encoder showed candle spending more
-//! time in scalar `erf` (GELU) and `exp` (softmax) from libm than in its GEMMs; these versions
-//! use branch-free polynomial approximations that the compiler vectorises, run on all cores, and
-//! fuse the attention mask into the softmax. Both are accurate to a few float ulps of the exact
-//! functions (tested below), far inside what the reference-vector tests allow. Training keeps
-//! candle's differentiable ops.
+//! time in scalar `erf` (GELU) and `exp` (softmax) from libm, and in small attention GEMMs and
+//! permute copies, than in its big GEMMs. These use branch-free polynomial approximations that
+//! the compiler vectorises, run on all cores, and fuse what can be fused. They are accurate to a
+//! few float ulps of the exact functions (tested below), far inside what the reference-vector
+//! tests allow. Training keeps candle's differentiable ops.
 
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 /// `exp(x)` for f32 by range reduction to `r` in [-ln2/2, ln2/2] and a degree-6 polynomial.
@@ -51,8 +51,6 @@ fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f
     }
 }
 
-const CHUNK: usize = 16 * 1024;
-
 /// Runs `body` compiled for AVX-512 or AVX2+FMA when the CPU has them (the crate itself targets
 /// baseline x86-64), so the loops above vectorise wide.
 #[inline(always)]
@@ -79,82 +77,153 @@ fn wide<R>(body: impl FnOnce() -> R) -> R {
     body()
 }
 
-/// Exact (erf) GELU, as Hugging Face's "gelu".
-struct Gelu;
+/// `gelu(x + bias)` with the exact (erf) GELU that Hugging Face calls "gelu", in one pass.
+struct BiasGelu;
 
-impl CustomOp1 for Gelu {
+impl CustomOp2 for BiasGelu {
     fn name(&self) -> &'static str {
-        "rag-gelu-erf"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(storage, layout)?;
-        let mut dst = vec![0f32; src.len()];
-        dst.par_chunks_mut(CHUNK)
-            .zip(src.par_chunks(CHUNK))
-            .for_each(|(d, s)| wide(|| d.iter_mut().zip(s).for_each(|(d, &s)| *d = gelu(s))));
-        Ok((CpuStorage::F32(dst), layout.shape().clone()))
-    }
-}
-
-pub fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
-    xs.contiguous()?.apply_op1_no_bwd(&Gelu)
-}
-
-/// `softmax(scores + bias)` over the last dimension, with scores `[batch, heads, q, k]` and the
-/// additive mask bias `[batch, 1, 1, k]`.
-struct MaskedSoftmax;
-
-impl CustomOp2 for MaskedSoftmax {
-    fn name(&self) -> &'static str {
-        "rag-masked-softmax"
+        "rag-bias-gelu"
     }
 
     fn cpu_fwd(
         &self,
-        scores: &CpuStorage,
-        scores_layout: &Layout,
+        xs: &CpuStorage,
+        xs_layout: &Layout,
         bias: &CpuStorage,
         bias_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (batch, heads, queries, keys) = scores_layout.shape().dims4()?;
-        if bias_layout.shape().elem_count() != batch * keys {
-            bail!("mask bias does not match the attention scores");
-        }
-        let src = contiguous_f32(scores, scores_layout)?;
+        let src = contiguous_f32(xs, xs_layout)?;
         let bias = contiguous_f32(bias, bias_layout)?;
-        let rows_per_batch = heads * queries;
+        let width = bias.len();
+        if width == 0 || src.len() % width != 0 {
+            bail!("bias width does not divide the input");
+        }
         let mut dst = vec![0f32; src.len()];
-        dst.par_chunks_mut(keys)
-            .zip(src.par_chunks(keys))
-            .enumerate()
-            .for_each(|(row, (d, s))| {
-                let b = &bias[(row / rows_per_batch) * keys..][..keys];
-                wide(|| softmax_row(d, s, b))
+        dst.par_chunks_mut(width)
+            .zip(src.par_chunks(width))
+            .for_each(|(d, s)| {
+                wide(|| {
+                    for ((d, &s), &b) in d.iter_mut().zip(s).zip(bias) {
+                        *d = gelu(s + b);
+                    }
+                })
             });
-        Ok((CpuStorage::F32(dst), scores_layout.shape().clone()))
+        Ok((CpuStorage::F32(dst), xs_layout.shape().clone()))
+    }
+}
+
+/// `gelu(xs + bias)` for `xs` `[.., width]` and `bias` `[width]`.
+pub fn bias_gelu(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    xs.contiguous()?.apply_op2_no_bwd(&bias.contiguous()?, &BiasGelu)
+}
+
+/// Multi-head self-attention straight from the fused QKV projection: for each sequence and
+/// head, `softmax(q k^T / sqrt(d) ) v` over that sequence's real tokens only. Never materialising
+/// the `[batch, heads, seq, seq]` scores, skipping padding instead of masking it, and writing the
+/// context in `[batch, seq, hidden]` layout removes the permute copies and most memory traffic;
+/// the small per-head products run as vectorised axpy loops over a transposed key tile that stays
+/// in L1. Rows of padding positions come out as zeros: nothing downstream reads them.
+struct Attention {
+    heads: usize,
+    head_dim: usize,
+}
+
+impl CustomOp2 for Attention {
+    fn name(&self) -> &'static str {
+        "rag-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qkv: &CpuStorage,
+        qkv_layout: &Layout,
+        lengths: &CpuStorage,
+        lengths_layout: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (batch, seq, width) = qkv_layout.shape().dims3()?;
+        let hidden = self.heads * self.head_dim;
+        if width != 3 * hidden {
+            bail!("QKV width {width} is not 3 x {hidden}");
+        }
+        let qkv = contiguous_f32(qkv, qkv_layout)?;
+        let lengths = match lengths_layout.contiguous_offsets() {
+            Some((a, b)) => &lengths.as_slice::<u32>()?[a..b],
+            None => bail!("sequence lengths must be contiguous"),
+        };
+        if lengths.len() != batch {
+            bail!("{} sequence lengths for a batch of {batch}", lengths.len());
+        }
+        let mut out = vec![0f32; batch * seq * hidden];
+        out.par_chunks_mut(seq * hidden)
+            .zip(qkv.par_chunks(seq * width))
+            .zip(lengths.par_iter())
+            .for_each(|((out, qkv), &len)| {
+                let len = (len as usize).min(seq);
+                wide(|| self.sequence(qkv, out, len, seq))
+            });
+        Ok((CpuStorage::F32(out), Shape::from((batch, seq, hidden))))
+    }
+}
+
+impl Attention {
+    /// One sequence: `qkv` `[seq, 3*hidden]`, `out` `[seq, hidden]`, first `len` tokens real.
+    #[inline(always)]
+    fn sequence(&self, qkv: &[f32], out: &mut [f32], len: usize, seq: usize) {
+        let (dh, hidden) = (self.head_dim, self.heads * self.head_dim);
+        let width = 3 * hidden;
+        let scale = 1.0 / (dh as f32).sqrt();
+        let mut keys_t = vec![0f32; dh * len];
+        let mut values = vec![0f32; len * dh];
+        let mut scores = vec![0f32; len];
+        let mut context = vec![0f32; dh];
+        for head in 0..self.heads {
+            let (q_at, k_at, v_at) = (head * dh, hidden + head * dh, 2 * hidden + head * dh);
+            for j in 0..len {
+                let row = &qkv[j * width..];
+                for c in 0..dh {
+                    keys_t[c * len + j] = row[k_at + c];
+                }
+                values[j * dh..(j + 1) * dh].copy_from_slice(&row[v_at..v_at + dh]);
+            }
+            for i in 0..len {
+                let query = &qkv[i * width + q_at..][..dh];
+                scores.fill(0.0);
+                for (c, &q) in query.iter().enumerate() {
+                    let q = q * scale;
+                    for (s, &k) in scores.iter_mut().zip(&keys_t[c * len..(c + 1) * len]) {
+                        *s += q * k;
+                    }
+                }
+                softmax_in_place(&mut scores);
+                context.fill(0.0);
+                for (j, &p) in scores.iter().enumerate() {
+                    for (o, &v) in context.iter_mut().zip(&values[j * dh..(j + 1) * dh]) {
+                        *o += p * v;
+                    }
+                }
+                out[i * hidden + q_at..][..dh].copy_from_slice(&context);
+            }
+        }
+        debug_assert!(len <= seq);
     }
 }
 
 #[inline(always)]
-fn softmax_row(d: &mut [f32], s: &[f32], b: &[f32]) {
-    let mut max = f32::NEG_INFINITY;
-    for ((d, &s), &b) in d.iter_mut().zip(s).zip(b) {
-        *d = s + b;
-        max = max.max(*d);
-    }
+fn softmax_in_place(xs: &mut [f32]) {
+    let max = xs.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
     // Kept apart from the sum so this loop has no loop-carried dependency and vectorises.
-    for d in d.iter_mut() {
-        *d = exp_approx(*d - max);
+    for x in xs.iter_mut() {
+        *x = exp_approx(*x - max);
     }
-    let inv = 1.0 / d.iter().sum::<f32>();
-    d.iter_mut().for_each(|d| *d *= inv);
+    let inv = 1.0 / xs.iter().sum::<f32>();
+    xs.iter_mut().for_each(|x| *x *= inv);
 }
 
-pub fn masked_softmax(scores: &Tensor, bias: &Tensor) -> Result<Tensor> {
-    scores
-        .contiguous()?
-        .apply_op2_no_bwd(&bias.contiguous()?, &MaskedSoftmax)
+/// Self-attention for `qkv` `[batch, seq, 3*hidden]` (Q, K, V stacked, biases applied) where
+/// sequence `b` has `lengths[b]` real tokens followed by padding. Returns `[batch, seq, hidden]`.
+pub fn attention(qkv: &Tensor, lengths: &Tensor, heads: usize, head_dim: usize) -> Result<Tensor> {
+    qkv.contiguous()?
+        .apply_op2_no_bwd(&lengths.contiguous()?, &Attention { heads, head_dim })
 }
 
 #[cfg(test)]
@@ -183,19 +252,53 @@ mod tests {
     }
 
     #[test]
-    fn fused_ops_match_candle() {
+    fn bias_gelu_matches_candle() {
         let device = Device::Cpu;
-        let x = Tensor::randn(0f32, 3.0, (4, 3, 5, 7), &device).unwrap();
-        let ours = gelu_erf(&x).unwrap();
-        let theirs = x.gelu_erf().unwrap();
+        let x = Tensor::randn(0f32, 3.0, (4, 3, 8), &device).unwrap();
+        let bias = Tensor::randn(0f32, 1.0, 8, &device).unwrap();
+        let ours = bias_gelu(&x, &bias).unwrap();
+        let theirs = x.broadcast_add(&bias).unwrap().gelu_erf().unwrap();
         let diff = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
         assert!(diff.to_scalar::<f32>().unwrap() < 1e-5);
+    }
 
-        let mask = Tensor::new(&[[1f32, 1., 1., 1., 1., 0., 0.], [1., 1., 1., 1., 1., 1., 1.], [1., 0., 0., 0., 0., 0., 0.], [1., 1., 0., 0., 0., 0., 0.]], &device).unwrap();
-        let bias = ((mask - 1.0).unwrap() * 1e4).unwrap().reshape((4, 1, 1, 7)).unwrap();
-        let ours = masked_softmax(&x, &bias).unwrap();
-        let theirs = candle_nn::ops::softmax(&x.broadcast_add(&bias).unwrap(), D::Minus1).unwrap();
-        let diff = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
-        assert!(diff.to_scalar::<f32>().unwrap() < 1e-6);
+    /// The reference: candle's composite attention with an additive padding mask.
+    fn reference_attention(qkv: &Tensor, lengths: &[u32], heads: usize, dh: usize) -> Tensor {
+        let (b, t, _) = qkv.dims3().unwrap();
+        let qkv = qkv.reshape((b, t, 3, heads, dh)).unwrap().permute((2, 0, 3, 1, 4)).unwrap();
+        let (q, k, v) = (qkv.get(0).unwrap(), qkv.get(1).unwrap(), qkv.get(2).unwrap());
+        let q = (q.contiguous().unwrap() / (dh as f64).sqrt()).unwrap();
+        let mask: Vec<f32> = lengths
+            .iter()
+            .flat_map(|&l| (0..t).map(move |j| if (j as u32) < l { 0.0 } else { -1e4 }))
+            .collect();
+        let mask = Tensor::from_vec(mask, (b, 1, 1, t), qkv.device()).unwrap();
+        let scores = q.matmul(&k.contiguous().unwrap().t().unwrap()).unwrap();
+        let probs = candle_nn::ops::softmax(&scores.broadcast_add(&mask).unwrap(), D::Minus1).unwrap();
+        probs
+            .matmul(&v.contiguous().unwrap())
+            .unwrap()
+            .transpose(1, 2)
+            .unwrap()
+            .reshape((b, t, heads * dh))
+            .unwrap()
+    }
+
+    #[test]
+    fn fused_attention_matches_masked_reference_on_real_tokens() {
+        let (heads, dh, t) = (3, 8, 7);
+        let lengths = [7u32, 4, 1];
+        let qkv = Tensor::randn(0f32, 1.0, (3, t, 3 * heads * dh), &Device::Cpu).unwrap();
+        let lens = Tensor::new(&lengths, &Device::Cpu).unwrap();
+        let ours = attention(&qkv, &lens, heads, dh).unwrap();
+        let theirs = reference_attention(&qkv, &lengths, heads, dh);
+        for (b, &len) in lengths.iter().enumerate() {
+            let real = |x: &Tensor| x.get(b).unwrap().narrow(0, 0, len as usize).unwrap();
+            let diff = (real(&ours) - real(&theirs)).unwrap().abs().unwrap().max_all().unwrap();
+            assert!(diff.to_scalar::<f32>().unwrap() < 1e-5, "sequence {b}");
+            // Padding rows are zero: nothing reads them.
+            let pad = ours.get(b).unwrap().narrow(0, len as usize, t - len as usize).unwrap();
+            assert_eq!(pad.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap(), 0.0);
+        }
     }
 }
