@@ -1,6 +1,5 @@
 //! Command-line flags and the thin layer that turns them into library calls and prints results.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -11,6 +10,7 @@ use crate::bench;
 use crate::corpus::DEFAULT_TEMPLATE;
 use crate::encoder::{EncoderOptions, Pooling};
 use crate::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
+use crate::progress::ProgressMode;
 use crate::retrieve::{Mode, Retriever, SearchRequest, SearchResponse};
 use crate::util::NumberList;
 
@@ -254,11 +254,21 @@ fn run_index(args: IndexArgs) -> Result<()> {
         chunk_size: args.chunk_size,
         skip_bad: args.skip_bad,
         fresh: args.fresh,
-        progress: std::io::stderr().is_terminal() && !args.json,
+        progress: ProgressMode::for_stderr(),
     };
     let summary = index::build(&options)?;
     if args.json {
         return print_json(&summary);
+    }
+    if summary.up_to_date {
+        println!(
+            "{} is up to date ({} paragraphs, layers {:?}, dim {}); --fresh rebuilds it",
+            summary.index_dir.display(),
+            summary.documents,
+            summary.layers,
+            summary.dim
+        );
+        return Ok(());
     }
     let resumed = if summary.resumed_from > 0 {
         format!(" (resumed after {})", summary.resumed_from)

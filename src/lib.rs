@@ -11,6 +11,7 @@ pub mod corpus;
 pub mod encoder;
 pub mod eval;
 pub mod index;
+pub mod progress;
 pub mod retrieve;
 pub mod util;
 pub mod vectors;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::EncoderOptions;
 use rag::index::{self, BuildOptions, Index};
+use rag::progress::ProgressMode;
 use rag::retrieve::{reciprocal_rank_fusion, Mode, Retriever, SearchRequest};
 
 const WORDS: [&str; 12] = [
@@ -53,7 +54,7 @@ fn options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
         chunk_size: 32,
         skip_bad: false,
         fresh: false,
-        progress: false,
+        progress: ProgressMode::Quiet,
     }
 }
 
@@ -69,7 +70,14 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let summary = index::build(&options(&model, corpus.clone(), &index_dir)).unwrap();
     assert_eq!(summary.documents, 100);
     assert_eq!(summary.layers, vec![1, 3]);
+    assert!(!summary.up_to_date);
     assert!(!index::build::building_dir(&index_dir).exists());
+    // The same build again is a no-op; another size is not.
+    assert!(index::build(&options(&model, corpus.clone(), &index_dir)).unwrap().up_to_date);
+    let mut wider = options(&model, corpus.clone(), &index_dir);
+    wider.dim = Some(32);
+    assert!(!index::build(&wider).unwrap().up_to_date);
+    index::build(&options(&model, corpus.clone(), &index_dir)).unwrap();
 
     let retriever = Retriever::open(&index_dir, None).unwrap();
     assert_eq!(retriever.index.manifest.default_dim, 16);

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
@@ -20,6 +19,7 @@ use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions, FORMAT_VE
 use super::{bm25, create_dir, dense_file, DenseIndex};
 use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
+use crate::progress::{Progress, ProgressMode};
 use crate::util;
 
 pub const DEFAULT_CHUNK_SIZE: usize = 2048;
@@ -41,7 +41,7 @@ pub struct BuildOptions {
     pub skip_bad: bool,
     /// Discard an interrupted build instead of resuming it.
     pub fresh: bool,
-    pub progress: bool,
+    pub progress: ProgressMode,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -57,6 +57,8 @@ pub struct BuildSummary {
     pub total_seconds: f64,
     pub duplicates: usize,
     pub skipped_records: usize,
+    /// The index already held exactly this build; nothing was done.
+    pub up_to_date: bool,
 }
 
 /// What a build is making; a checkpoint is resumed only by a build with the same plan.
@@ -70,7 +72,7 @@ struct Plan {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Progress {
+struct Checkpoint {
     plan: Plan,
     docstore: DocStoreMark,
     /// Set once every document is encoded.
@@ -129,20 +131,38 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         corpus: corpus_files,
         skip_bad: options.skip_bad,
     };
+    if !options.fresh {
+        if let Some(manifest) = current_manifest(&options.index_dir, &plan, dim) {
+            return Ok(BuildSummary {
+                index_dir: options.index_dir.clone(),
+                documents: manifest.documents,
+                layers,
+                dim,
+                stored_dim,
+                resumed_from: 0,
+                encode_seconds: 0.0,
+                paragraphs_per_second: 0.0,
+                total_seconds: started.elapsed().as_secs_f64(),
+                duplicates: manifest.stats.duplicates,
+                skipped_records: manifest.stats.skipped_records,
+                up_to_date: true,
+            });
+        }
+    }
     let work = building_dir(&options.index_dir);
-    let progress = start_or_resume(&work, &plan, options.fresh)?;
-    let resumed_from = progress.docstore.documents;
+    let checkpoint = start_or_resume(&work, &plan, options.fresh)?;
+    let resumed_from = checkpoint.docstore.documents;
 
     let encode_started = Instant::now();
-    let (progress, counts) = match progress.encoded.clone() {
-        Some(counts) => (progress, counts),
-        None => encode_corpus(&encoder, &work, progress, options)?,
+    let (checkpoint, counts) = match checkpoint.encoded.clone() {
+        Some(counts) => (checkpoint, counts),
+        None => encode_corpus(&encoder, &work, checkpoint, options)?,
     };
     let encode_seconds = encode_started.elapsed().as_secs_f64();
-    let encoded_now = progress.docstore.documents - resumed_from;
+    let encoded_now = checkpoint.docstore.documents - resumed_from;
     drop(encoder);
 
-    let documents = progress.docstore.documents;
+    let documents = checkpoint.docstore.documents;
     if documents == 0 {
         bail!("the corpus has no paragraphs");
     }
@@ -185,15 +205,28 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         total_seconds: started.elapsed().as_secs_f64(),
         duplicates: counts.duplicates,
         skipped_records: counts.skipped_records,
+        up_to_date: false,
     })
 }
 
-fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Progress> {
+/// The live index's manifest if it was built from exactly this plan.
+fn current_manifest(index_dir: &Path, plan: &Plan, dim: usize) -> Option<Manifest> {
+    recover_interrupted_install(index_dir).ok()?;
+    let manifest = Manifest::read(index_dir).ok()?;
+    let same = manifest.model == plan.model
+        && manifest.layers == plan.layers
+        && manifest.template == plan.template
+        && manifest.corpus == plan.corpus
+        && manifest.default_dim == dim;
+    same.then_some(manifest)
+}
+
+fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> {
     let progress_path = work.join(PROGRESS_FILE);
     if !fresh && progress_path.exists() {
-        if let Ok(progress) = util::read_json::<Progress>(&progress_path) {
-            if &progress.plan == plan {
-                return Ok(progress);
+        if let Ok(checkpoint) = util::read_json::<Checkpoint>(&progress_path) {
+            if &checkpoint.plan == plan {
+                return Ok(checkpoint);
             }
         }
     }
@@ -202,39 +235,26 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Progress> {
             .with_context(|| format!("removing stale build {}", work.display()))?;
     }
     create_dir(&work.join("vectors"))?;
-    let progress = Progress {
+    let checkpoint = Checkpoint {
         plan: plan.clone(),
         docstore: DocStoreMark::default(),
         encoded: None,
     };
-    util::write_json_atomic(&progress_path, &progress)?;
-    Ok(progress)
-}
-
-fn progress_bar(show: bool, total: u64, template: &str) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(template)
-            .expect("valid progress template")
-            .progress_chars("=> "),
-    );
-    bar
+    util::write_json_atomic(&progress_path, &checkpoint)?;
+    Ok(checkpoint)
 }
 
 fn encode_corpus(
     encoder: &Encoder,
     work: &Path,
-    mut progress: Progress,
+    mut checkpoint: Checkpoint,
     options: &BuildOptions,
-) -> Result<(Progress, CorpusCounts)> {
-    let layers = progress.plan.layers.clone();
+) -> Result<(Checkpoint, CorpusCounts)> {
+    let layers = checkpoint.plan.layers.clone();
     let hidden = encoder.hidden_size();
     let row_bytes = (hidden * 4) as u64;
-    let done = progress.docstore.documents;
-    let mut docs = DocStoreWriter::open_at(work, progress.docstore)?;
+    let done = checkpoint.docstore.documents;
+    let mut docs = DocStoreWriter::open_at(work, checkpoint.docstore)?;
     let mut vector_files = layers
         .iter()
         .map(|&depth| {
@@ -251,9 +271,10 @@ fn encode_corpus(
         }
     }
 
-    let total_bytes: u64 = progress.plan.corpus.iter().map(|c| c.bytes).sum();
-    let bar = progress_bar(
+    let total_bytes: u64 = checkpoint.plan.corpus.iter().map(|c| c.bytes).sum();
+    let mut bar = Progress::new(
         options.progress,
+        "encoding",
         total_bytes,
         "encoding {bar:30} {percent:>3}% {msg} [{elapsed_precise} < {eta_precise}]",
     );
@@ -267,7 +288,7 @@ fn encode_corpus(
         if chunk.is_empty() {
             break;
         }
-        let texts: Vec<String> = chunk.iter().map(|p| p.render(&progress.plan.template)).collect();
+        let texts: Vec<String> = chunk.iter().map(|p| p.render(&checkpoint.plan.template)).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = encoder.encode(&refs, &layers)?;
         for paragraph in &chunk {
@@ -278,22 +299,23 @@ fn encode_corpus(
             file.flush()?;
             file.get_ref().sync_data()?;
         }
-        progress.docstore = docs.sync()?;
-        util::write_json_atomic(&work.join(PROGRESS_FILE), &progress)?;
+        checkpoint.docstore = docs.sync()?;
+        util::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
 
         encoded += chunk.len() as u64;
-        bar.set_position(stream.bytes_read());
-        bar.set_message(format!(
-            "{} paragraphs, {:.1}/s",
-            progress.docstore.documents,
-            encoded as f64 / started.elapsed().as_secs_f64().max(1e-9)
-        ));
+        bar.update(stream.bytes_read(), || {
+            format!(
+                "{} paragraphs, {:.1}/s",
+                checkpoint.docstore.documents,
+                encoded as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            )
+        });
     }
-    bar.finish_and_clear();
+    bar.finish();
     let counts = CorpusCounts::from(stream.stats().context("corpus stream ended early")?);
-    progress.encoded = Some(counts.clone());
-    util::write_json_atomic(&work.join(PROGRESS_FILE), &progress)?;
-    Ok((progress, counts))
+    checkpoint.encoded = Some(counts.clone());
+    util::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
+    Ok((checkpoint, counts))
 }
 
 fn write_f32s(out: &mut impl Write, values: &[f32]) -> Result<()> {
@@ -301,19 +323,24 @@ fn write_f32s(out: &mut impl Write, values: &[f32]) -> Result<()> {
     out.write_all(&bytes).context("writing vectors")
 }
 
-fn build_bm25(work: &Path, documents: u64, show_progress: bool) -> Result<()> {
+fn build_bm25(work: &Path, documents: u64, mode: ProgressMode) -> Result<()> {
     let dir = work.join("bm25");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).context("removing partial BM25 index")?;
     }
     let store = DocStore::open(work)?;
-    let bar = progress_bar(
-        show_progress,
+    let mut bar = Progress::new(
+        mode,
+        "BM25",
         documents,
         "BM25 {bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}]",
     );
-    bm25::build(&dir, store.iter(), || bar.inc(1))?;
-    bar.finish_and_clear();
+    let mut done = 0;
+    bm25::build(&dir, store.iter(), || {
+        done += 1;
+        bar.update(done, || format!("{done}/{documents} paragraphs"));
+    })?;
+    bar.finish();
     Ok(())
 }
 

@@ -1,0 +1,73 @@
+//! End to end on the real default encoder and real HotpotQA records: index the paragraphs of the
+//! first distractor questions, then check that full-depth retrieval finds their supporting
+//! paragraphs, that shallow layers (untrained) do worse, and that the CLI answers in JSON.
+
+mod common;
+
+use rag::corpus::read_questions;
+use rag::encoder::EncoderOptions;
+use rag::eval::evaluate_retrieval;
+use rag::index::{self, BuildOptions};
+use rag::progress::ProgressMode;
+use rag::retrieve::{Mode, Retriever};
+
+const QUESTIONS: usize = 40;
+
+#[test]
+fn real_model_retrieves_supporting_paragraphs() {
+    let (Some(model), Some(data)) = (common::default_model(), common::data_dir()) else {
+        return common::skip(
+            "hotpot end to end",
+            "default encoder (scripts/fetch-models.sh encoder) or ../shared/data missing",
+        );
+    };
+    let source = data.join("hotpotqa/hotpot_dev_distractor_sample.json");
+    let records: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&source).unwrap()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let subset = tmp.path().join("subset.json");
+    std::fs::write(&subset, serde_json::to_vec(&records[..QUESTIONS]).unwrap()).unwrap();
+    let index_dir = tmp.path().join("index");
+
+    let summary = index::build(&BuildOptions {
+        index_dir: index_dir.clone(),
+        corpus: vec![subset.clone()],
+        model_dir: model,
+        encoder: EncoderOptions::default(),
+        layers: Some(vec![3, 6]),
+        dim: None,
+        template: rag::corpus::DEFAULT_TEMPLATE.into(),
+        chunk_size: 256,
+        skip_bad: false,
+        fresh: false,
+        progress: ProgressMode::Quiet,
+    })
+    .unwrap();
+    assert!(summary.documents > 300, "{} paragraphs", summary.documents);
+
+    let retriever = Retriever::open(&index_dir, None).unwrap();
+    let questions = read_questions(&subset, QUESTIONS).unwrap();
+    let recall = |layers, dim| {
+        evaluate_retrieval(&retriever, &questions, Mode::Dense, layers, dim)
+            .unwrap()
+            .0
+            .recall[&5]
+    };
+    let full = recall(6, 384);
+    let shallow = recall(3, 384);
+    let small = recall(6, 64);
+    eprintln!("Recall@5 on {QUESTIONS} questions: 6/384 {full:.3}, 3/384 {shallow:.3}, 6/64 {small:.3}");
+    assert!(full >= 0.8, "full-depth Recall@5 {full}");
+    assert!(shallow < full, "the untrained model's layer 3 should retrieve worse than layer 6");
+    assert!(small <= full + 0.05, "64 dims should not beat 384 by much: {small} vs {full}");
+
+    let out = common::rag()
+        .args(["search", &questions[0].question, "--json", "--k", "3", "--mode", "hybrid", "--index"])
+        .arg(&index_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let response: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(response["hits"].as_array().unwrap().len(), 3);
+    assert_eq!(response["mode"], "hybrid");
+}
