@@ -12,5 +12,6 @@ pub mod encoder;
 pub mod eval;
 pub mod index;
 pub mod retrieve;
+pub mod serve;
 pub mod util;
 pub mod vectors;

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,34 +11,6 @@ use rag::encoder::tiny::TinyBert;
 use rag::encoder::EncoderOptions;
 use rag::index::{self, BuildOptions, Index};
 use rag::retrieve::{reciprocal_rank_fusion, Mode, Retriever, SearchRequest};
-
-const WORDS: [&str; 12] = [
-    "river", "city", "film", "stone", "music", "garden", "bridge", "winter", "engine", "forest",
-    "harbor", "planet",
-];
-
-/// A HotpotQA-format file of `records` records with `per_record` paragraphs each; paragraph `n`
-/// says "topic n" plus a deterministic mix of words.
-fn write_corpus(path: &Path, records: usize, per_record: usize) {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    write!(out, "[").unwrap();
-    for r in 0..records {
-        let context: Vec<serde_json::Value> = (0..per_record)
-            .map(|p| {
-                let n = r * per_record + p;
-                let words: Vec<&str> = (0..20).map(|w| WORDS[(n * 7 + w * 3 + w * n) % WORDS.len()]).collect();
-                serde_json::json!([format!("topic {n}"), [format!("topic {n} is about "), words.join(" ")]])
-            })
-            .collect();
-        let record = serde_json::json!({"_id": r.to_string(), "question": "q", "answer": "a",
-                                        "supporting_facts": [], "context": context});
-        if r > 0 {
-            write!(out, ",").unwrap();
-        }
-        serde_json::to_writer(&mut out, &record).unwrap();
-    }
-    write!(out, "]").unwrap();
-}
 
 fn options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
     BuildOptions {
@@ -63,7 +34,7 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let model = tmp.path().join("model");
     TinyBert::default().write(&model).unwrap();
     let corpus = tmp.path().join("corpus.json");
-    write_corpus(&corpus, 20, 5);
+    common::write_corpus(&corpus, 20, 5);
     let index_dir = tmp.path().join("index");
 
     let summary = index::build(&options(&model, corpus.clone(), &index_dir)).unwrap();
@@ -114,9 +85,9 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     let model = tmp.path().join("model");
     TinyBert::default().write(&model).unwrap();
     let small = tmp.path().join("small.json");
-    write_corpus(&small, 4, 5);
+    common::write_corpus(&small, 4, 5);
     let big = tmp.path().join("big.json");
-    write_corpus(&big, 800, 10);
+    common::write_corpus(&big, 800, 10);
     let index_dir = tmp.path().join("index");
     index::build(&options(&model, small, &index_dir)).unwrap();
 
