@@ -4,29 +4,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rag::encoder::tiny::TinyBert;
-use rag::encoder::EncoderOptions;
-use rag::index::{self, BuildOptions, Index};
+use rag::index::{self, Index};
 use rag::retrieve::{reciprocal_rank_fusion, Mode, Retriever, SearchRequest};
-
-fn options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
-    BuildOptions {
-        index_dir: index_dir.to_path_buf(),
-        corpus: vec![corpus],
-        model_dir: model.to_path_buf(),
-        encoder: EncoderOptions::default(),
-        layers: Some(vec![1, 3]),
-        dim: Some(16),
-        template: "{title}: {text}".into(),
-        chunk_size: 32,
-        skip_bad: false,
-        fresh: false,
-        progress: false,
-    }
-}
 
 #[test]
 fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
@@ -37,7 +20,7 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     common::write_corpus(&corpus, 20, 5);
     let index_dir = tmp.path().join("index");
 
-    let summary = index::build(&options(&model, corpus.clone(), &index_dir)).unwrap();
+    let summary = index::build(&common::tiny_build_options(&model, corpus.clone(), &index_dir)).unwrap();
     assert_eq!(summary.documents, 100);
     assert_eq!(summary.layers, vec![1, 3]);
     assert!(!index::build::building_dir(&index_dir).exists());
@@ -89,7 +72,7 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     let big = tmp.path().join("big.json");
     common::write_corpus(&big, 800, 10);
     let index_dir = tmp.path().join("index");
-    index::build(&options(&model, small, &index_dir)).unwrap();
+    index::build(&common::tiny_build_options(&model, small, &index_dir)).unwrap();
 
     let mut child = common::rag()
         .args(["index", "--layers", "1,3", "--chunk-size", "16", "--corpus"])
@@ -124,7 +107,7 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     assert_eq!(old.len(), 20);
     assert_eq!(old.document(19).unwrap().title, "topic 19");
 
-    let mut opts = options(&model, big, &index_dir);
+    let mut opts = common::tiny_build_options(&model, big, &index_dir);
     opts.dim = None;
     opts.chunk_size = 256;
     let summary = index::build(&opts).unwrap();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::EncoderOptions;
-use rag::index::{self, BuildOptions};
+use rag::index;
 use rag::retrieve::{Hit, Mode, Retriever, SearchRequest};
 use rag::serve::{self, Answerer, AskOptions, AskResult, AskTimings, Models, ServeConfig};
 use serde_json::{json, Value};
@@ -27,20 +27,7 @@ fn tiny_index(dir: &Path) -> (PathBuf, PathBuf) {
     let corpus = dir.join("corpus.json");
     common::write_corpus(&corpus, 20, 5);
     let index_dir = dir.join("index");
-    index::build(&BuildOptions {
-        index_dir: index_dir.clone(),
-        corpus: vec![corpus],
-        model_dir: model.clone(),
-        encoder: EncoderOptions::default(),
-        layers: Some(vec![1, 3]),
-        dim: Some(16),
-        template: "{title}: {text}".into(),
-        chunk_size: 64,
-        skip_bad: false,
-        fresh: false,
-        progress: false,
-    })
-    .unwrap();
+    index::build(&common::tiny_build_options(&model, corpus, &index_dir)).unwrap();
     (model, index_dir)
 }
 

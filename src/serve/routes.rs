@@ -178,7 +178,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    // Returning early (or the client leaving) drops `events`, which stops the generation.
+    // Returning early drops `events`, which stops the generation.
     while let Some(event) = events.recv().await {
         if let AskEvent::Done(result) = event {
             return result

@@ -1,10 +1,13 @@
 //! Helpers shared by the integration tests: where the real default model and the shared data
-//! are, and a loud skip when they are not there.
+//! are, a loud skip when they are not there, and a tiny generated corpus and index.
 
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use rag::encoder::EncoderOptions;
+use rag::index::BuildOptions;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -66,4 +69,21 @@ pub fn write_corpus(path: &Path, records: usize, per_record: usize) {
         serde_json::to_writer(&mut out, &record).unwrap();
     }
     write!(out, "]").unwrap();
+}
+
+/// Build options for a tiny test index: depths 1 and 3, served at size 16.
+pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
+    BuildOptions {
+        index_dir: index_dir.to_path_buf(),
+        corpus: vec![corpus],
+        model_dir: model.to_path_buf(),
+        encoder: EncoderOptions::default(),
+        layers: Some(vec![1, 3]),
+        dim: Some(16),
+        template: "{title}: {text}".into(),
+        chunk_size: 32,
+        skip_bad: false,
+        fresh: false,
+        progress: false,
+    }
 }
