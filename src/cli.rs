@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
@@ -12,6 +12,7 @@ use crate::encoder::{EncoderOptions, Pooling};
 use crate::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use crate::progress::ProgressMode;
 use crate::retrieve::{Mode, Retriever, SearchRequest, SearchResponse};
+use crate::serve;
 use crate::util::NumberList;
 
 pub const DEFAULT_MODEL_DIR: &str = "data/models/all-MiniLM-L6-v2";
@@ -39,6 +40,8 @@ pub enum Command {
     /// Measure encoding throughput or query latency.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Serve search, question answering and embeddings over HTTP, models loaded once.
+    Serve(ServeArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -172,6 +175,30 @@ pub struct EvalArgs {
     pub json: bool,
 }
 
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// Encoder to use; must be the one the index was built with (default: that one).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// GGUF generator for POST /ask (without it /ask answers 503).
+    #[arg(long)]
+    pub llm: Option<PathBuf>,
+    /// Address to listen on; loopback unless you mean to expose it.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: std::net::SocketAddr,
+    /// How long an embedding request waits for others to share its forward pass (ms).
+    #[arg(long, default_value_t = 2.0)]
+    pub batch_window_ms: f64,
+    /// Tokens per batched forward pass.
+    #[arg(long, default_value_t = 8192)]
+    pub batch_tokens: usize,
+    /// Embedding requests waiting before the server answers 503.
+    #[arg(long, default_value_t = 256)]
+    pub queue: usize,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Paragraphs per second at each depth, in one warm process.
@@ -229,6 +256,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(args) => run_eval(args),
         Command::Bench(BenchCommand::Encode(args)) => run_bench_encode(args),
         Command::Bench(BenchCommand::Query(args)) => run_bench_query(args),
+        Command::Serve(args) => run_serve(args),
     }
 }
 
@@ -432,4 +460,46 @@ fn run_bench_query(args: BenchQueryArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn run_serve(args: ServeArgs) -> Result<()> {
+    if let Some(llm) = &args.llm {
+        // The generator lands with `rag ask`; until then /ask is served without one.
+        anyhow::bail!(
+            "--llm {}: this build has no generator yet; run without --llm (POST /ask will answer 503)",
+            llm.display()
+        );
+    }
+    if !(args.batch_window_ms.is_finite() && args.batch_window_ms >= 0.0) {
+        anyhow::bail!("--batch-window-ms must be a number of milliseconds, 0 or more");
+    }
+    let config = serve::ServeConfig {
+        batch: serve::BatchOptions {
+            window: std::time::Duration::from_secs_f64(args.batch_window_ms / 1000.0),
+            max_tokens: args.batch_tokens.max(1),
+            queue: args.queue,
+        },
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .with_context(|| format!("listening on {}", args.addr))?;
+        if !args.addr.ip().is_loopback() {
+            eprintln!("warning: listening on {}, reachable from other machines", args.addr);
+        }
+        eprintln!("listening on http://{} (loading models)", listener.local_addr()?);
+        let (index_dir, model) = (args.index, args.model);
+        let load = move || {
+            Ok(serve::Models {
+                retriever: Retriever::open(&index_dir, model.as_deref())?,
+                answerer: None,
+            })
+        };
+        serve::serve(listener, config, load, serve::shutdown_signal()).await
+    })
 }

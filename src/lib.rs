@@ -13,5 +13,6 @@ pub mod eval;
 pub mod index;
 pub mod progress;
 pub mod retrieve;
+pub mod serve;
 pub mod util;
 pub mod vectors;

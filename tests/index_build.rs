@@ -4,59 +4,12 @@
 
 mod common;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rag::encoder::tiny::TinyBert;
-use rag::encoder::EncoderOptions;
-use rag::index::{self, BuildOptions, Index};
-use rag::progress::ProgressMode;
+use rag::index::{self, Index};
 use rag::retrieve::{reciprocal_rank_fusion, Mode, Retriever, SearchRequest};
-
-const WORDS: [&str; 12] = [
-    "river", "city", "film", "stone", "music", "garden", "bridge", "winter", "engine", "forest",
-    "harbor", "planet",
-];
-
-/// A HotpotQA-format file of `records` records with `per_record` paragraphs each; paragraph `n`
-/// says "topic n" plus a deterministic mix of words.
-fn write_corpus(path: &Path, records: usize, per_record: usize) {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    write!(out, "[").unwrap();
-    for r in 0..records {
-        let context: Vec<serde_json::Value> = (0..per_record)
-            .map(|p| {
-                let n = r * per_record + p;
-                let words: Vec<&str> = (0..20).map(|w| WORDS[(n * 7 + w * 3 + w * n) % WORDS.len()]).collect();
-                serde_json::json!([format!("topic {n}"), [format!("topic {n} is about "), words.join(" ")]])
-            })
-            .collect();
-        let record = serde_json::json!({"_id": r.to_string(), "question": "q", "answer": "a",
-                                        "supporting_facts": [], "context": context});
-        if r > 0 {
-            write!(out, ",").unwrap();
-        }
-        serde_json::to_writer(&mut out, &record).unwrap();
-    }
-    write!(out, "]").unwrap();
-}
-
-fn options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
-    BuildOptions {
-        index_dir: index_dir.to_path_buf(),
-        corpus: vec![corpus],
-        model_dir: model.to_path_buf(),
-        encoder: EncoderOptions::default(),
-        layers: Some(vec![1, 3]),
-        dim: Some(16),
-        template: "{title}: {text}".into(),
-        chunk_size: 32,
-        skip_bad: false,
-        fresh: false,
-        progress: ProgressMode::Quiet,
-    }
-}
 
 #[test]
 fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
@@ -64,20 +17,20 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let model = tmp.path().join("model");
     TinyBert::default().write(&model).unwrap();
     let corpus = tmp.path().join("corpus.json");
-    write_corpus(&corpus, 20, 5);
+    common::write_corpus(&corpus, 20, 5);
     let index_dir = tmp.path().join("index");
 
-    let summary = index::build(&options(&model, corpus.clone(), &index_dir)).unwrap();
+    let summary = index::build(&common::tiny_build_options(&model, corpus.clone(), &index_dir)).unwrap();
     assert_eq!(summary.documents, 100);
     assert_eq!(summary.layers, vec![1, 3]);
     assert!(!summary.up_to_date);
     assert!(!index::build::building_dir(&index_dir).exists());
     // The same build again is a no-op; another size is not.
-    assert!(index::build(&options(&model, corpus.clone(), &index_dir)).unwrap().up_to_date);
-    let mut wider = options(&model, corpus.clone(), &index_dir);
+    assert!(index::build(&common::tiny_build_options(&model, corpus.clone(), &index_dir)).unwrap().up_to_date);
+    let mut wider = common::tiny_build_options(&model, corpus.clone(), &index_dir);
     wider.dim = Some(32);
     assert!(!index::build(&wider).unwrap().up_to_date);
-    index::build(&options(&model, corpus.clone(), &index_dir)).unwrap();
+    index::build(&common::tiny_build_options(&model, corpus.clone(), &index_dir)).unwrap();
 
     let retriever = Retriever::open(&index_dir, None).unwrap();
     assert_eq!(retriever.index.manifest.default_dim, 16);
@@ -122,11 +75,11 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     let model = tmp.path().join("model");
     TinyBert::default().write(&model).unwrap();
     let small = tmp.path().join("small.json");
-    write_corpus(&small, 4, 5);
+    common::write_corpus(&small, 4, 5);
     let big = tmp.path().join("big.json");
-    write_corpus(&big, 800, 10);
+    common::write_corpus(&big, 800, 10);
     let index_dir = tmp.path().join("index");
-    index::build(&options(&model, small, &index_dir)).unwrap();
+    index::build(&common::tiny_build_options(&model, small, &index_dir)).unwrap();
 
     let mut child = common::rag()
         .args(["index", "--layers", "1,3", "--chunk-size", "16", "--corpus"])
@@ -161,7 +114,7 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     assert_eq!(old.len(), 20);
     assert_eq!(old.document(19).unwrap().title, "topic 19");
 
-    let mut opts = options(&model, big, &index_dir);
+    let mut opts = common::tiny_build_options(&model, big, &index_dir);
     opts.dim = None;
     opts.chunk_size = 256;
     let summary = index::build(&opts).unwrap();

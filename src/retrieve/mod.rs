@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::index::Index;
+use crate::vectors::Matrix;
 
 /// Questions longer than this are refused rather than silently truncated by the tokenizer.
 pub const MAX_QUESTION_BYTES: usize = 4096;
@@ -108,12 +109,23 @@ impl Retriever {
     }
 
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        self.search_encoded(request, None)
+    }
+
+    /// `search` with the question already encoded (full width, at the request's resolved
+    /// depth, query prefix applied), so a server can encode many clients' questions in one
+    /// forward pass. `None` encodes it here.
+    pub fn search_encoded(
+        &self,
+        request: &SearchRequest,
+        encoded: Option<&Matrix>,
+    ) -> Result<SearchResponse> {
         let started = Instant::now();
         let query = validate_question(request.query)?;
         let (layers, dim) = self.index.manifest.resolve(request.layers, request.dim)?;
         let mut timings = SearchTimings::default();
         let ranked = self
-            .rank(&[query], request.mode, layers, dim, request.k, &mut timings)?
+            .rank_encoded(&[query], encoded, request.mode, layers, dim, request.k, &mut timings)?
             .pop()
             .unwrap_or_default();
         let hits = ranked
@@ -152,15 +164,29 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
+        self.rank_encoded(queries, None, mode, layers, dim, k, timings)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rank_encoded(
+        &self,
+        queries: &[&str],
+        encoded: Option<&Matrix>,
+        mode: Mode,
+        layers: usize,
+        dim: usize,
+        k: usize,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Vec<(u64, f32)>>> {
         if k == 0 {
             bail!("k must be at least 1");
         }
         match mode {
-            Mode::Dense => self.dense(queries, layers, dim, k, timings),
+            Mode::Dense => self.dense(queries, encoded, layers, dim, k, timings),
             Mode::Bm25 => self.bm25(queries, k, timings),
             Mode::Hybrid => {
                 let depth = (k * 4).max(50);
-                let dense = self.dense(queries, layers, dim, depth, timings)?;
+                let dense = self.dense(queries, encoded, layers, dim, depth, timings)?;
                 let lexical = self.bm25(queries, depth, timings)?;
                 Ok(dense
                     .into_iter()
@@ -178,13 +204,18 @@ impl Retriever {
     fn dense(
         &self,
         queries: &[&str],
+        encoded: Option<&Matrix>,
         layers: usize,
         dim: usize,
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
         let started = Instant::now();
-        let vectors = self.encoder.encode_queries(queries, layers)?.truncated(dim);
+        let vectors = match encoded {
+            Some(full) if full.rows == queries.len() => full.truncated(dim),
+            Some(full) => bail!("{} vectors given for {} questions", full.rows, queries.len()),
+            None => self.encoder.encode_queries(queries, layers)?.truncated(dim),
+        };
         timings.encode_ms += ms(started);
         let started = Instant::now();
         let hits = self.index.dense(layers, dim)?.search_many(&vectors.data, k)?;

@@ -1,9 +1,14 @@
 //! Helpers shared by the integration tests: where the real default model and the shared data
-//! are, and a loud skip when they are not there.
+//! are, a loud skip when they are not there, and a tiny generated corpus and index.
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rag::encoder::EncoderOptions;
+use rag::index::BuildOptions;
+use rag::progress::ProgressMode;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -32,4 +37,54 @@ pub fn skip(test: &str, why: &str) {
 /// Runs the `rag` binary built for these tests.
 pub fn rag() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
+}
+
+const WORDS: [&str; 12] = [
+    "river", "city", "film", "stone", "music", "garden", "bridge", "winter", "engine", "forest",
+    "harbor", "planet",
+];
+
+/// A HotpotQA-format file of `records` records with `per_record` paragraphs each; paragraph `n`
+/// says "topic n" plus a deterministic mix of words.
+pub fn write_corpus(path: &Path, records: usize, per_record: usize) {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    write!(out, "[").unwrap();
+    for r in 0..records {
+        let context: Vec<serde_json::Value> = (0..per_record)
+            .map(|p| {
+                let n = r * per_record + p;
+                let words: Vec<&str> = (0..20)
+                    .map(|w| WORDS[(n * 7 + w * 3 + w * n) % WORDS.len()])
+                    .collect();
+                serde_json::json!([
+                    format!("topic {n}"),
+                    [format!("topic {n} is about "), words.join(" ")]
+                ])
+            })
+            .collect();
+        let record = serde_json::json!({"_id": r.to_string(), "question": "q", "answer": "a",
+                                        "supporting_facts": [], "context": context});
+        if r > 0 {
+            write!(out, ",").unwrap();
+        }
+        serde_json::to_writer(&mut out, &record).unwrap();
+    }
+    write!(out, "]").unwrap();
+}
+
+/// Build options for a tiny test index: depths 1 and 3, served at size 16.
+pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
+    BuildOptions {
+        index_dir: index_dir.to_path_buf(),
+        corpus: vec![corpus],
+        model_dir: model.to_path_buf(),
+        encoder: EncoderOptions::default(),
+        layers: Some(vec![1, 3]),
+        dim: Some(16),
+        template: "{title}: {text}".into(),
+        chunk_size: 32,
+        skip_bad: false,
+        fresh: false,
+        progress: ProgressMode::Quiet,
+    }
 }

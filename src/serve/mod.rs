@@ -1,0 +1,231 @@
+//! `rag serve`: search, question answering and embeddings over HTTP, with the models loaded once.
+//!
+//! The async executor only parses, validates and routes. Encoding runs on one batching thread
+//! ([`batcher`]), generation on another ([`generation`]), index look-ups on tokio's blocking
+//! pool; each path has a bounded queue that answers 503 with `Retry-After` when full.
+
+pub mod batcher;
+pub mod error;
+pub mod generation;
+pub mod metrics;
+mod routes;
+
+use std::future::{Future, IntoFuture};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use batcher::{BatchOptions, Batcher};
+pub use error::ApiError;
+pub use generation::{Answerer, AskEvent, AskOptions, AskResult, AskTimings, GenerationQueue};
+use metrics::Metrics;
+
+use crate::retrieve::Retriever;
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// Largest text to embed, in bytes (questions have `retrieve::MAX_QUESTION_BYTES`); texts
+    /// must also fit the encoder's maximum length in tokens.
+    pub max_text_bytes: usize,
+    /// Most texts in one `/v1/embeddings` request.
+    pub max_inputs: usize,
+    /// Largest `k` / `top_k`.
+    pub max_k: usize,
+    /// Index look-ups running or waiting at once before `/search` answers 503.
+    pub search_slots: usize,
+    /// Questions waiting for the generator before `/ask` answers 503.
+    pub generate_queue: usize,
+    /// How long shutdown waits for requests in flight before it gives up on them.
+    pub drain: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1 << 20,
+            max_text_bytes: 8192,
+            max_inputs: 256,
+            max_k: 100,
+            search_slots: 64,
+            generate_queue: 16,
+            drain: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ServeConfig {
+    pub limits: Limits,
+    pub batch: BatchOptions,
+}
+
+/// What the server serves, loaded once before it reports ready.
+pub struct Models {
+    pub retriever: Retriever,
+    /// `None` when no generator was given: `/ask` then answers 503 saying so.
+    pub answerer: Option<Arc<dyn Answerer>>,
+}
+
+struct Ready {
+    retriever: Arc<Retriever>,
+    batcher: Batcher,
+    generation: Option<GenerationQueue>,
+    generator_name: Option<String>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Ready {
+    fn start(models: Models, config: &ServeConfig, metrics: &Arc<Metrics>) -> Result<Self> {
+        let retriever = Arc::new(models.retriever);
+        let (batcher, embed_worker) = Batcher::start(
+            Arc::clone(&retriever),
+            config.batch.clone(),
+            Arc::clone(metrics),
+        )?;
+        let mut workers = vec![embed_worker];
+        let generator_name = models.answerer.as_ref().map(|a| a.name());
+        let generation = match models.answerer {
+            Some(answerer) => {
+                let (queue, worker) = GenerationQueue::start(
+                    answerer,
+                    config.limits.generate_queue,
+                    Arc::clone(metrics),
+                )?;
+                workers.push(worker);
+                Some(queue)
+            }
+            None => None,
+        };
+        Ok(Self {
+            retriever,
+            batcher,
+            generation,
+            generator_name,
+            workers,
+        })
+    }
+
+    /// Closes the queues and waits for the worker threads to answer what they hold.
+    fn stop(self) {
+        let Ready {
+            batcher,
+            generation,
+            workers,
+            ..
+        } = self;
+        drop(batcher);
+        drop(generation);
+        for worker in workers {
+            let _ = worker.join();
+        }
+    }
+}
+
+pub(crate) struct AppState {
+    ready: OnceLock<Ready>,
+    config: ServeConfig,
+    metrics: Arc<Metrics>,
+    search_slots: Arc<Semaphore>,
+}
+
+impl AppState {
+    fn ready(&self) -> Result<&Ready, ApiError> {
+        self.ready.get().ok_or_else(ApiError::loading)
+    }
+}
+
+/// Serves on `listener` until `shutdown` completes, then stops taking connections and waits (up
+/// to `limits.drain`) for requests in flight. The listener answers at once (`/health` says
+/// "loading"); `load` runs on a blocking thread and the other routes work once it returns. An
+/// error from `load` stops the server with that error.
+pub async fn serve<L, S>(
+    listener: TcpListener,
+    config: ServeConfig,
+    load: L,
+    shutdown: S,
+) -> Result<()>
+where
+    L: FnOnce() -> Result<Models> + Send + 'static,
+    S: Future<Output = ()> + Send + 'static,
+{
+    let drain = config.limits.drain;
+    let app = Arc::new(AppState {
+        search_slots: Arc::new(Semaphore::new(config.limits.search_slots.max(1))),
+        ready: OnceLock::new(),
+        metrics: Arc::new(Metrics::default()),
+        config,
+    });
+    let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+    let graceful = async move {
+        shutdown.await;
+        let _ = stopping.send(());
+    };
+    let server =
+        axum::serve(listener, routes::router(Arc::clone(&app))).with_graceful_shutdown(graceful);
+    let mut server = std::pin::pin!(server.into_future());
+    let loader = {
+        let app = Arc::clone(&app);
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            let ready = Ready::start(load()?, &app.config, &app.metrics)?;
+            eprintln!(
+                "ready: encoder {}, index {} ({} documents), generator {}",
+                ready.retriever.encoder.model_dir.display(),
+                ready.retriever.index.dir.display(),
+                ready.retriever.index.len(),
+                ready.generator_name.as_deref().unwrap_or("none")
+            );
+            // Only this task sets it, once.
+            let _ = app.ready.set(ready);
+            Ok(())
+        })
+    };
+    tokio::select! {
+        served = &mut server => return served.context("serving HTTP"),
+        loaded = loader => loaded.context("the model loading task failed")??,
+    }
+    let give_up = async move {
+        if stopped.await.is_ok() {
+            tokio::time::sleep(drain).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        served = &mut server => served.context("serving HTTP")?,
+        () = give_up => eprintln!("shutdown: requests still in flight after {drain:?}; leaving them"),
+    }
+    // Every connection is closed, so the router's handles on the state are gone and the
+    // worker threads can be told to finish.
+    if let Ok(app) = Arc::try_unwrap(app) {
+        if let Some(ready) = app.ready.into_inner() {
+            tokio::task::spawn_blocking(move || ready.stop())
+                .await
+                .context("stopping the worker threads")?;
+        }
+    }
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            // Without a SIGTERM handler Ctrl-C still works.
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    eprintln!("shutting down: finishing requests in flight");
+}
