@@ -51,30 +51,53 @@ fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f
     }
 }
 
-/// Runs `body` compiled for AVX-512 or AVX2+FMA when the CPU has them (the crate itself targets
-/// baseline x86-64), so the loops above vectorise wide.
-#[inline(always)]
-fn wide<R>(body: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512<R>(body: impl FnOnce() -> R) -> R {
-            body()
+/// Defines `$name(args)` that runs `$body` compiled for AVX-512 or AVX2+FMA when the CPU has
+/// them (the crate itself targets baseline x86-64), so the loops inside vectorise wide. The body
+/// is instantiated inside each `target_feature` function rather than called through a closure:
+/// a closure the inliner declines would run at baseline width.
+macro_rules! multiversion {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                unsafe fn avx512($($arg: $ty),*) $body
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) $body
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports the enabled features (checked just above).
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: as above.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body
         }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2<R>(body: impl FnOnce() -> R) -> R {
-            body()
-        }
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports the enabled features (checked just above).
-            return unsafe { avx512(body) };
-        }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            // SAFETY: as above.
-            return unsafe { avx2(body) };
+    };
+}
+
+multiversion! {
+    fn bias_gelu_row(out: &mut [f32], xs: &[f32], bias: &[f32]) {
+        for ((o, &x), &b) in out.iter_mut().zip(xs).zip(bias) {
+            *o = gelu(x + b);
         }
     }
-    body()
+}
+
+#[inline(always)]
+fn softmax_in_place(xs: &mut [f32]) {
+    let max = xs.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    // Kept apart from the sum so this loop has no loop-carried dependency and vectorises.
+    for x in xs.iter_mut() {
+        *x = exp_approx(*x - max);
+    }
+    let inv = 1.0 / xs.iter().sum::<f32>();
+    xs.iter_mut().for_each(|x| *x *= inv);
 }
 
 /// `gelu(x + bias)` with the exact (erf) GELU that Hugging Face calls "gelu", in one pass.
@@ -101,13 +124,7 @@ impl CustomOp2 for BiasGelu {
         let mut dst = vec![0f32; src.len()];
         dst.par_chunks_mut(width)
             .zip(src.par_chunks(width))
-            .for_each(|(d, s)| {
-                wide(|| {
-                    for ((d, &s), &b) in d.iter_mut().zip(s).zip(bias) {
-                        *d = gelu(s + b);
-                    }
-                })
-            });
+            .for_each(|(d, s)| bias_gelu_row(d, s, bias));
         Ok((CpuStorage::F32(dst), xs_layout.shape().clone()))
     }
 }
@@ -159,64 +176,96 @@ impl CustomOp2 for Attention {
             .zip(lengths.par_iter())
             .for_each(|((out, qkv), &len)| {
                 let len = (len as usize).min(seq);
-                wide(|| self.sequence(qkv, out, len, seq))
+                attend_sequence(qkv, out, len, self.heads, self.head_dim)
             });
         Ok((CpuStorage::F32(out), Shape::from((batch, seq, hidden))))
     }
 }
 
-impl Attention {
+/// Vector width the attention blocks are laid out for (one AVX-512 register of f32).
+const LANES: usize = 16;
+/// Query rows computed together, so each key or value vector loaded feeds several FMAs.
+const ROWS: usize = 4;
+
+fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+multiversion! {
     /// One sequence: `qkv` `[seq, 3*hidden]`, `out` `[seq, hidden]`, first `len` tokens real.
-    #[inline(always)]
-    fn sequence(&self, qkv: &[f32], out: &mut [f32], len: usize, seq: usize) {
-        let (dh, hidden) = (self.head_dim, self.heads * self.head_dim);
+    /// Register-blocked: a `ROWS x LANES` tile of scores (or of context) stays in registers
+    /// while the loop over the head dimension (or over keys) streams through L1-resident
+    /// copies of K (transposed) and V, zero-padded to whole vectors.
+    fn attend_sequence(qkv: &[f32], out: &mut [f32], len: usize, heads: usize, dh: usize) {
+        let hidden = heads * dh;
         let width = 3 * hidden;
         let scale = 1.0 / (dh as f32).sqrt();
-        let mut keys_t = vec![0f32; dh * len];
-        let mut values = vec![0f32; len * dh];
-        let mut scores = vec![0f32; len];
-        let mut context = vec![0f32; dh];
-        for head in 0..self.heads {
+        let keys_len = round_up(len, LANES);
+        let dh_padded = round_up(dh, LANES);
+        let mut keys_t = vec![0f32; dh * keys_len];
+        let mut values = vec![0f32; len * dh_padded];
+        let mut queries = vec![0f32; ROWS * dh];
+        let mut scores = vec![0f32; ROWS * keys_len];
+        for head in 0..heads {
             let (q_at, k_at, v_at) = (head * dh, hidden + head * dh, 2 * hidden + head * dh);
             for j in 0..len {
                 let row = &qkv[j * width..];
                 for c in 0..dh {
-                    keys_t[c * len + j] = row[k_at + c];
+                    keys_t[c * keys_len + j] = row[k_at + c];
                 }
-                values[j * dh..(j + 1) * dh].copy_from_slice(&row[v_at..v_at + dh]);
+                values[j * dh_padded..j * dh_padded + dh].copy_from_slice(&row[v_at..v_at + dh]);
             }
-            for i in 0..len {
-                let query = &qkv[i * width + q_at..][..dh];
-                scores.fill(0.0);
-                for (c, &q) in query.iter().enumerate() {
-                    let q = q * scale;
-                    for (s, &k) in scores.iter_mut().zip(&keys_t[c * len..(c + 1) * len]) {
-                        *s += q * k;
+            for first in (0..len).step_by(ROWS) {
+                let rows = (len - first).min(ROWS);
+                queries.fill(0.0);
+                for r in 0..rows {
+                    let q = &qkv[(first + r) * width + q_at..][..dh];
+                    for (dst, &q) in queries[r * dh..(r + 1) * dh].iter_mut().zip(q) {
+                        *dst = q * scale;
                     }
                 }
-                softmax_in_place(&mut scores);
-                context.fill(0.0);
-                for (j, &p) in scores.iter().enumerate() {
-                    for (o, &v) in context.iter_mut().zip(&values[j * dh..(j + 1) * dh]) {
-                        *o += p * v;
+                for block in (0..keys_len).step_by(LANES) {
+                    let mut acc = [[0f32; LANES]; ROWS];
+                    for c in 0..dh {
+                        let k: &[f32; LANES] = keys_t[c * keys_len + block..][..LANES]
+                            .try_into()
+                            .expect("one vector");
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            let q = queries[r * dh + c];
+                            for l in 0..LANES {
+                                acc[l] += q * k[l];
+                            }
+                        }
+                    }
+                    for (r, acc) in acc.iter().enumerate() {
+                        scores[r * keys_len + block..][..LANES].copy_from_slice(acc);
                     }
                 }
-                out[i * hidden + q_at..][..dh].copy_from_slice(&context);
+                for r in 0..rows {
+                    softmax_in_place(&mut scores[r * keys_len..r * keys_len + len]);
+                }
+                for block in (0..dh_padded).step_by(LANES) {
+                    let mut acc = [[0f32; LANES]; ROWS];
+                    for j in 0..len {
+                        let v: &[f32; LANES] = values[j * dh_padded + block..][..LANES]
+                            .try_into()
+                            .expect("one vector");
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            let p = scores[r * keys_len + j];
+                            for l in 0..LANES {
+                                acc[l] += p * v[l];
+                            }
+                        }
+                    }
+                    let take = LANES.min(dh - block.min(dh));
+                    for (r, acc) in acc.iter().enumerate().take(rows) {
+                        out[(first + r) * hidden + q_at + block..][..take]
+                            .copy_from_slice(&acc[..take]);
+                    }
+                }
             }
         }
-        debug_assert!(len <= seq);
     }
-}
-
-#[inline(always)]
-fn softmax_in_place(xs: &mut [f32]) {
-    let max = xs.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-    // Kept apart from the sum so this loop has no loop-carried dependency and vectorises.
-    for x in xs.iter_mut() {
-        *x = exp_approx(*x - max);
-    }
-    let inv = 1.0 / xs.iter().sum::<f32>();
-    xs.iter_mut().for_each(|x| *x *= inv);
 }
 
 /// Self-attention for `qkv` `[batch, seq, 3*hidden]` (Q, K, V stacked, biases applied) where
