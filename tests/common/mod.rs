@@ -33,3 +33,11 @@ pub fn skip(test: &str, why: &str) {
 pub fn rag() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
 }
+
+/// The default generator, if `scripts/fetch-models.sh llm` has put it in place.
+pub fn default_llm() -> Option<PathBuf> {
+    let path = std::env::var_os("RAG_LLM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"));
+    path.is_file().then_some(path)
+}
