@@ -5,6 +5,8 @@
 # as measured here vs as llama.cpp reports it (target within 5%). Needs an index (`rag index`,
 # or pass --index DIR). Writes eval/issue3_ask_timing.md.
 #   eval/issue3_ask_timing.sh [rag ask flags, e.g. --index index/eval-L1-3-6-xxxx --llm FILE]
+# Builds rag first: on a machine with a shared cargo cache, export CARGO_TARGET_DIR to it
+# (else scripts/common.sh uses ./target, a cold build of faiss and llama.cpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -28,8 +30,8 @@ for r in rows:
     diff = 100 * (g["tokens_per_second"] - g["llama_tokens_per_second"]) / g["llama_tokens_per_second"] if g["llama_tokens_per_second"] else 0
     print(f"| {r['question'][:60]} | {r['answer'][:30]} | {t['total_ms']:.0f} | {t['llama_ms']:.0f} | {t['overhead_ms']:.1f} "
           f"| {t['overhead_percent']:.2f} | {g['tokens_per_second']:.1f} | {g['llama_tokens_per_second']:.1f} | {diff:+.1f} |")
-print("\nrag's tokens/s counts every generated token over the decode loop's wall time; llama.cpp's "
-      "counts its decode calls (one fewer: the first token comes from the prompt's logits) over their time.")
+print("\nrag's tokens/s: answer tokens over the wall time of the sampling + decoding loop; llama.cpp's: "
+      "its single-token decode calls over their own time (its perf counters).")
 PY
 rm -f "$OUT"
 cat eval/issue3_ask_timing.md

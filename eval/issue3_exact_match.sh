@@ -5,6 +5,8 @@
 # collected table goes to eval/issue3_exact_match.md.
 #   eval/issue3_exact_match.sh [extra rag eval flags, e.g. --llm data/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf]
 # Takes hours on 2 cores (4 x 300 generations with a 1.5B model).
+# Builds rag first: on a machine with a shared cargo cache, export CARGO_TARGET_DIR to it
+# (else scripts/common.sh uses ./target, a cold build of faiss and llama.cpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
