@@ -1,14 +1,20 @@
 //! Command-line flags and the thin layer that turns them into library calls and prints results.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use crate::bench;
-use crate::corpus::DEFAULT_TEMPLATE;
+use crate::corpus::{Paragraph, DEFAULT_TEMPLATE};
 use crate::encoder::{EncoderOptions, Pooling};
+use crate::eval::run::{Cell, RunConfig, RunOptions};
+use crate::generate::{
+    Answer, Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
+};
 use crate::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use crate::progress::ProgressMode;
 use crate::retrieve::{Mode, Retriever, SearchRequest, SearchResponse};
@@ -35,7 +41,9 @@ pub enum Command {
     Index(IndexArgs),
     /// Search the index: ranked paragraphs with scores.
     Search(SearchArgs),
-    /// HotpotQA retrieval recall over depth x dimension.
+    /// Answer a question from the retrieved paragraphs with a local GGUF model.
+    Ask(AskArgs),
+    /// HotpotQA exact match and retrieval recall over depth x dimension.
     Eval(EvalArgs),
     /// Measure encoding throughput or query latency.
     #[command(subcommand)]
@@ -151,6 +159,79 @@ pub struct SearchArgs {
     pub json: bool,
 }
 
+#[derive(Args, Debug, Clone)]
+pub struct GeneratorArgs {
+    /// A GGUF model (`scripts/fetch-models.sh llm-small` fetches a faster 0.5B one).
+    #[arg(long, env = "RAG_LLM", default_value = DEFAULT_LLM)]
+    pub llm: PathBuf,
+    /// Most tokens in an answer.
+    #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
+    pub max_tokens: usize,
+    /// `chat`: instruction and paragraphs in the system turn, question in the user turn;
+    /// `paper`: the ESE paper's prompt as one user turn (default: chat, paper with --prompt-file).
+    #[arg(long, value_enum)]
+    pub prompt_style: Option<PromptStyle>,
+    /// A prompt with {context} and {question} replacing the paper's.
+    #[arg(long)]
+    pub prompt_file: Option<PathBuf>,
+    /// Context window in tokens (default: 4096, at most what the model was trained on).
+    #[arg(long)]
+    pub ctx_size: Option<u32>,
+    /// Generation threads (default: every core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Show llama.cpp's own log.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+impl GeneratorArgs {
+    fn prompt(&self) -> Result<PromptSpec> {
+        PromptSpec::from_flags(self.prompt_style, self.prompt_file.as_deref())
+    }
+
+    fn load(&self) -> Result<Generator> {
+        Generator::load(
+            &self.llm,
+            &GeneratorOptions {
+                max_tokens: self.max_tokens,
+                ctx_size: self.ctx_size,
+                threads: self.threads,
+                verbose: self.verbose,
+            },
+        )
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AskArgs {
+    /// The question.
+    pub question: String,
+    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// Encoder to use; must be the one the index was built with (default: that one).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Paragraphs put in the prompt.
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+    #[arg(long, value_enum, default_value_t = Mode::Dense)]
+    pub mode: Mode,
+    /// Depth to query (default: the deepest stored).
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Embedding size to query (default: the index's).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    #[command(flatten)]
+    pub generator: GeneratorArgs,
+    /// Print the answer's tokens as they come.
+    #[arg(long)]
+    pub stream: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct EvalArgs {
     #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
@@ -163,14 +244,40 @@ pub struct EvalArgs {
     /// Evaluate only the first N questions.
     #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
     pub limit: usize,
-    /// Depths to evaluate (default: the deepest stored).
+    /// Depths to evaluate (default: full depth; with --sweep 1,3,6). An index lacking one is
+    /// built first, all depths in one pass, and kept under the index's folder.
     #[arg(long)]
     pub layers: Option<NumberList>,
-    /// Sizes to evaluate (default: the index's).
+    /// Sizes to evaluate (default: the index's; with --sweep 32,64,128,384).
     #[arg(long, alias = "dim")]
     pub dims: Option<NumberList>,
+    /// Evaluate every layers x dims pair (and draw a heatmap).
+    #[arg(long)]
+    pub sweep: bool,
     #[arg(long, value_enum, default_value_t = Mode::Dense)]
     pub mode: Mode,
+    /// Paragraphs put in the prompt.
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+    /// Retrieval recall only.
+    #[arg(long)]
+    pub no_generate: bool,
+    /// Answer from the gold paragraphs: the generator's ceiling.
+    #[arg(long, conflicts_with_all = ["no_generate", "sweep", "layers", "dims"])]
+    pub oracle: bool,
+    /// Run name: results go to <runs-dir>/<name>/ (default: made from the settings).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value = "eval/runs")]
+    pub runs_dir: PathBuf,
+    /// Start the run over instead of resuming it.
+    #[arg(long)]
+    pub fresh: bool,
+    #[command(flatten)]
+    pub generator: GeneratorArgs,
+    /// Encoder for an index built for this evaluation.
+    #[command(flatten)]
+    pub encoder: EncoderArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -253,6 +360,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Index(args) => run_index(args),
         Command::Search(args) => run_search(args),
+        Command::Ask(args) => run_ask(args),
         Command::Eval(args) => run_eval(args),
         Command::Bench(BenchCommand::Encode(args)) => run_bench_encode(args),
         Command::Bench(BenchCommand::Query(args)) => run_bench_query(args),
@@ -362,48 +470,304 @@ fn snippet(text: &str, max_chars: usize) -> String {
     }
 }
 
+#[derive(Debug, Serialize)]
+struct AskTimings {
+    model_load_ms: f64,
+    encode_ms: f64,
+    search_ms: f64,
+    prompt_ms: f64,
+    /// Time to answer, from the question to the last token (the model already loaded).
+    total_ms: f64,
+    /// llama.cpp's own prompt evaluation plus generation time.
+    llama_ms: f64,
+    /// Everything else: retrieval, prompt building, and the glue around llama.cpp.
+    overhead_ms: f64,
+    overhead_percent: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct AskResponse {
+    question: String,
+    answer: String,
+    mode: Mode,
+    layers: usize,
+    dim: usize,
+    sources: Vec<Source>,
+    dropped_paragraphs: usize,
+    generation: crate::generate::Generation,
+    timings: AskTimings,
+}
+
+#[derive(Debug, Serialize)]
+struct Source {
+    rank: usize,
+    title: String,
+    score: f32,
+}
+
+fn run_ask(args: AskArgs) -> Result<()> {
+    crate::retrieve::validate_question(&args.question)?;
+    let spec = args.generator.prompt()?;
+    let retriever = Retriever::open(&args.index, args.model.as_deref())?;
+    let loading = Instant::now();
+    let generator = args.generator.load()?;
+    let model_load_ms = ms(loading);
+
+    let started = Instant::now();
+    let response = retriever.search(&SearchRequest {
+        query: &args.question,
+        k: args.top_k,
+        mode: args.mode,
+        layers: args.layers,
+        dim: args.dim,
+    })?;
+    let passages: Vec<Paragraph> = response
+        .hits
+        .iter()
+        .map(|h| Paragraph {
+            title: h.title.clone(),
+            text: h.text.clone(),
+        })
+        .collect();
+    let stream = args.stream && !args.json;
+    let Answer {
+        generation,
+        dropped,
+        prompt_ms,
+    } = generator.answer(&spec, &response.query, &passages, |piece| {
+        if stream {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+        }
+    })?;
+    let total_ms = ms(started);
+    let llama_ms = generation.llama_prompt_eval_ms + generation.llama_eval_ms;
+    let timings = AskTimings {
+        model_load_ms,
+        encode_ms: response.timings.encode_ms,
+        search_ms: response.timings.search_ms,
+        prompt_ms,
+        total_ms,
+        llama_ms,
+        overhead_ms: total_ms - llama_ms,
+        overhead_percent: 100.0 * (total_ms - llama_ms) / total_ms,
+    };
+    if dropped > 0 {
+        eprintln!(
+            "note: left out the {dropped} lowest-ranked of {} paragraphs to fit the model's context (--ctx-size)",
+            passages.len()
+        );
+    }
+    let ask = AskResponse {
+        question: response.query.clone(),
+        answer: generation.text.clone(),
+        mode: response.mode,
+        layers: response.layers,
+        dim: response.dim,
+        sources: response
+            .hits
+            .iter()
+            .map(|h| Source {
+                rank: h.rank,
+                title: h.title.clone(),
+                score: h.score,
+            })
+            .collect(),
+        dropped_paragraphs: dropped,
+        generation,
+        timings,
+    };
+    if args.json {
+        return print_json(&ask);
+    }
+    if stream {
+        println!();
+    } else {
+        println!("{}", ask.answer);
+    }
+    print_ask_details(&ask, passages.len() - dropped);
+    Ok(())
+}
+
+fn print_ask_details(ask: &AskResponse, used: usize) {
+    println!(
+        "\nsources ({} mode, layers {}, dim {}; the first {used} in the prompt):",
+        ask.mode, ask.layers, ask.dim
+    );
+    for s in &ask.sources {
+        println!("{:>3}. {:.4}  {}", s.rank, s.score, s.title);
+    }
+    let g = &ask.generation;
+    let t = &ask.timings;
+    println!(
+        "\ntimings: encode {:.1} ms, search {:.1} ms, prompt {:.1} ms; prompt eval {} tokens in {:.0} ms; generation {} tokens in {:.0} ms ({:.1} tokens/s; llama.cpp: {} in {:.0} ms, {:.1} tokens/s)",
+        t.encode_ms,
+        t.search_ms,
+        t.prompt_ms,
+        g.prompt_tokens,
+        g.prompt_eval_ms,
+        g.generated_tokens,
+        g.generation_ms,
+        g.tokens_per_second,
+        g.llama_eval_tokens,
+        g.llama_eval_ms,
+        g.llama_tokens_per_second,
+    );
+    println!(
+        "answered in {:.0} ms: llama.cpp {:.0} ms (prompt eval {:.0} + generation {:.0}), everything else {:.1} ms ({:.1}%); model load {:.0} ms before that",
+        t.total_ms,
+        t.llama_ms,
+        g.llama_prompt_eval_ms,
+        g.llama_eval_ms,
+        t.overhead_ms,
+        t.overhead_percent,
+        t.model_load_ms
+    );
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+/// The grid an evaluation covers: the paper's (layers 1,3,6 x dims 32..384) for a bare
+/// `--sweep`, else full depth at the index's size.
+fn eval_grid(args: &EvalArgs) -> Result<(Vec<usize>, Option<Vec<usize>>)> {
+    let (default_layers, default_dims) = if args.sweep {
+        (vec![1, 3, 6], Some(vec![32, 64, 128, 384]))
+    } else {
+        let manifest = index::Manifest::read(&args.index).ok();
+        let depth = match &manifest {
+            Some(m) => *m.layers.last().expect("an index stores a depth"),
+            None => {
+                let config: crate::encoder::bert::Config =
+                    crate::util::read_json(&args.encoder.model.join("config.json"))?;
+                config.num_hidden_layers
+            }
+        };
+        (vec![depth], None)
+    };
+    let layers = args.layers.clone().map_or(default_layers, |l| l.0);
+    let dims = args.dims.clone().map(|d| d.0).or(default_dims);
+    let cells = layers.len() * dims.as_ref().map_or(1, Vec::len);
+    if cells > 1 && !args.sweep {
+        bail!("{cells} settings asked for; add --sweep to evaluate the grid");
+    }
+    Ok((layers, dims))
+}
+
+fn join(values: &[usize]) -> String {
+    values
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn run_eval(args: EvalArgs) -> Result<()> {
-    let retriever = Retriever::open(&args.index, None)?;
     let path = args
         .questions
         .clone()
         .unwrap_or_else(|| args.data.distractor_questions());
     let questions = crate::corpus::read_questions(&path, args.limit)?;
-    let manifest = &retriever.index.manifest;
-    let layers = args
-        .layers
-        .clone()
-        .map(|l| l.0)
-        .unwrap_or_else(|| vec![*manifest.layers.last().expect("a stored depth")]);
-    let dims = args.dims.clone().map(|d| d.0).unwrap_or_else(|| vec![manifest.default_dim]);
-    let mut reports = Vec::new();
-    for &depth in &layers {
-        for &dim in &dims {
-            let (depth, dim) = manifest.resolve(Some(depth), Some(dim))?;
-            let (report, _) =
-                crate::eval::evaluate_retrieval(&retriever, &questions, args.mode, depth, dim)?;
-            if !args.json {
-                let recall: Vec<String> = report
-                    .recall
-                    .iter()
-                    .map(|(k, r)| format!("R@{k} {r:.3}"))
-                    .collect();
-                println!(
-                    "layers {depth} dim {dim:>4} {}: {}  both@5 {:.3}  ({} questions, {:.1}s)",
-                    args.mode,
-                    recall.join("  "),
-                    report.all_supporting[&5],
-                    report.questions,
-                    report.seconds
-                );
+    if questions.is_empty() {
+        bail!("{} has no questions", path.display());
+    }
+    let spec = (!args.no_generate)
+        .then(|| args.generator.prompt())
+        .transpose()?;
+    // Before any index build, so that a bad model fails fast.
+    let generator = spec.as_ref().map(|_| args.generator.load()).transpose()?;
+
+    let (retriever, cells) = if args.oracle {
+        (None, vec![Cell::ORACLE])
+    } else {
+        let (layers, dims) = eval_grid(&args)?;
+        let build = BuildOptions {
+            index_dir: args.index.clone(),
+            corpus: args.data.hotpot_files(),
+            model_dir: args.encoder.model.clone(),
+            encoder: args.encoder.options(),
+            layers: None,
+            dim: None,
+            template: DEFAULT_TEMPLATE.to_string(),
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            skip_bad: false,
+            fresh: false,
+            progress: ProgressMode::for_stderr(),
+        };
+        let dir = crate::eval::index_with_depths(&build, &layers)?;
+        let retriever = Retriever::open(&dir, None)?;
+        let dims = dims.unwrap_or_else(|| vec![retriever.index.manifest.default_dim]);
+        let mut cells = Vec::new();
+        for &depth in &layers {
+            for &dim in &dims {
+                let (depth, dim) = retriever.index.manifest.resolve(Some(depth), Some(dim))?;
+                cells.push(Cell::retrieval(depth, dim));
             }
-            reports.push(report);
         }
-    }
+        (Some(retriever), cells)
+    };
+    let config = RunConfig {
+        questions_file: path.clone(),
+        questions: questions.len(),
+        cells: cells.clone(),
+        mode: args.mode,
+        top_k: args.top_k,
+        oracle: args.oracle,
+        generator: generator.as_ref().map(|g| g.name.clone()),
+        prompt_style: spec.as_ref().map(|s| s.style.to_string()),
+        max_tokens: spec.as_ref().map(|_| args.generator.max_tokens),
+        index: retriever.as_ref().map(|r| r.index.dir.clone()),
+    };
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| run_name(&config, args.generator.llm.as_path()));
+    let dir = args.runs_dir.join(&name);
+    let summary = crate::eval::run::run(&RunOptions {
+        dir: dir.clone(),
+        config,
+        questions: &questions,
+        retriever: retriever.as_ref(),
+        generator: generator.as_ref().zip(spec.as_ref()),
+        fresh: args.fresh,
+        progress: ProgressMode::for_stderr(),
+    })?;
     if args.json {
-        print_json(&reports)?;
+        return print_json(&summary);
     }
+    print!("{}", crate::eval::report::markdown(&summary));
+    println!(
+        "\nwrote {}/ (predictions.jsonl, summary.json, summary.md{})",
+        dir.display(),
+        if summary.cells.len() > 1 {
+            ", heatmap.png"
+        } else {
+            ""
+        }
+    );
     Ok(())
+}
+
+/// A run's default name, from what sets it apart: e.g. `dense-L6-d384-k5-chat-qwen2.5-coder-1.5b-instruct-q4_k_m-n300`.
+fn run_name(config: &RunConfig, llm: &Path) -> String {
+    let layers: Vec<usize> = config.cells.iter().filter_map(|c| c.layers).collect();
+    let dims: Vec<usize> = config.cells.iter().filter_map(|c| c.dim).collect();
+    let dedup = |mut v: Vec<usize>| {
+        v.sort();
+        v.dedup();
+        join(&v)
+    };
+    let retrieval = format!("{}-L{}-d{}", config.mode, dedup(layers), dedup(dims));
+    let llm = llm
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let what = match (&config.prompt_style, config.oracle) {
+        (Some(style), true) => format!("oracle-{style}-{llm}"),
+        (Some(style), false) => format!("{retrieval}-k{}-{style}-{llm}", config.top_k),
+        (None, _) => format!("{retrieval}-retrieval"),
+    };
+    format!("{what}-n{}", config.questions)
 }
 
 fn run_bench_encode(args: BenchEncodeArgs) -> Result<()> {

@@ -2,7 +2,8 @@
 //!
 //! Data flows one way: [`corpus`] (HotpotQA paragraphs) -> [`encoder`] (a BERT run to a chosen
 //! depth, truncated to a chosen size) -> [`index`] (faiss, tantivy, document store) ->
-//! [`retrieve`] (dense, BM25, hybrid) -> [`eval`] (recall, exact match). [`cli`] parses flags and calls into these; [`bench`]
+//! [`retrieve`] (dense, BM25, hybrid) -> [`generate`] (a GGUF model through llama.cpp) ->
+//! [`eval`] (recall, exact match). [`cli`] parses flags and calls into these; [`bench`]
 //! measures them.
 
 pub mod bench;
@@ -10,6 +11,7 @@ pub mod cli;
 pub mod corpus;
 pub mod encoder;
 pub mod eval;
+pub mod generate;
 pub mod index;
 pub mod progress;
 pub mod retrieve;

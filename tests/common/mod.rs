@@ -88,3 +88,11 @@ pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> Bu
         progress: ProgressMode::Quiet,
     }
 }
+
+/// The default generator, if `scripts/fetch-models.sh llm` has put it in place.
+pub fn default_llm() -> Option<PathBuf> {
+    let path = std::env::var_os("RAG_LLM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"));
+    path.is_file().then_some(path)
+}

@@ -1,0 +1,257 @@
+//! What a run leaves for people: `summary.json`, `summary.md` (one table row per cell) and, for
+//! a grid, `heatmap.png`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::run::{Cell, Prediction, RunConfig};
+use super::{heatmap, RECALL_KS};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CellSummary {
+    #[serde(flatten)]
+    pub cell: Cell,
+    pub questions: usize,
+    pub recall: BTreeMap<usize, f64>,
+    pub all_supporting: BTreeMap<usize, f64>,
+    pub exact_match: Option<f64>,
+    pub f1: Option<f64>,
+    pub mean_prompt_tokens: Option<f64>,
+    pub questions_with_dropped_context: usize,
+    pub generation_tokens_per_second: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub config: RunConfig,
+    pub cells: Vec<CellSummary>,
+    pub seconds: f64,
+}
+
+impl CellSummary {
+    pub fn of(cell: Cell, predictions: &[&Prediction]) -> Self {
+        let n = predictions.len().max(1) as f64;
+        let mean =
+            |f: &dyn Fn(&Prediction) -> f64| predictions.iter().map(|p| f(p)).sum::<f64>() / n;
+        let generated: Vec<&&Prediction> = predictions
+            .iter()
+            .filter(|p| p.prediction.is_some())
+            .collect();
+        let over_generated = |f: &dyn Fn(&Prediction) -> f64| {
+            (!generated.is_empty())
+                .then(|| generated.iter().map(|p| f(p)).sum::<f64>() / generated.len() as f64)
+        };
+        let (tokens, ms) = generated.iter().fold((0usize, 0.0), |(t, m), p| {
+            (t + p.timings.generated_tokens, m + p.timings.generation_ms)
+        });
+        Self {
+            cell,
+            questions: predictions.len(),
+            recall: RECALL_KS
+                .iter()
+                .map(|&k| {
+                    (
+                        k,
+                        mean(&|p| p.retrieval.recall.get(&k).copied().unwrap_or(0.0)),
+                    )
+                })
+                .collect(),
+            all_supporting: RECALL_KS
+                .iter()
+                .map(|&k| {
+                    let hit = |p: &Prediction| p.retrieval.all_supporting.get(&k) == Some(&true);
+                    (k, mean(&|p| f64::from(u8::from(hit(p)))))
+                })
+                .collect(),
+            exact_match: over_generated(&|p| f64::from(u8::from(p.em == Some(true)))),
+            f1: over_generated(&|p| p.f1.unwrap_or(0.0)),
+            mean_prompt_tokens: over_generated(&|p| p.timings.prompt_tokens as f64),
+            questions_with_dropped_context: predictions.iter().filter(|p| p.dropped > 0).count(),
+            generation_tokens_per_second: (ms > 0.0).then(|| tokens as f64 * 1000.0 / ms),
+        }
+    }
+}
+
+pub fn summarize(config: &RunConfig, predictions: &[Prediction], seconds: f64) -> Summary {
+    let cells = config
+        .cells
+        .iter()
+        .filter_map(|&cell| {
+            let mine: Vec<&Prediction> = predictions.iter().filter(|p| p.cell == cell).collect();
+            (!mine.is_empty()).then(|| CellSummary::of(cell, &mine))
+        })
+        .collect();
+    Summary {
+        config: config.clone(),
+        cells,
+        seconds,
+    }
+}
+
+/// Writes `summary.json`, `summary.md` and, for a grid, `heatmap.png`.
+pub fn write(
+    dir: &Path,
+    config: &RunConfig,
+    predictions: &[Prediction],
+    seconds: f64,
+) -> Result<Summary> {
+    let summary = summarize(config, predictions, seconds);
+    crate::util::write_json_atomic(&dir.join("summary.json"), &summary)?;
+    crate::util::write_atomic(&dir.join("summary.md"), markdown(&summary).as_bytes())?;
+    if summary.cells.len() > 1 {
+        heatmap::draw(&dir.join("heatmap.png"), &summary)?;
+    }
+    Ok(summary)
+}
+
+fn pct(value: f64) -> String {
+    format!("{:.1}", value * 100.0)
+}
+
+fn cell_label(value: Option<usize>) -> String {
+    value.map_or_else(|| "gold".to_string(), |v| v.to_string())
+}
+
+/// A table people can read at a glance: one row per cell, percentages.
+pub fn markdown(summary: &Summary) -> String {
+    let c = &summary.config;
+    let mut out = String::new();
+    let generator = match (&c.generator, &c.prompt_style) {
+        (Some(g), Some(style)) => format!(
+            "{g}, {style} prompt, at most {} new tokens",
+            c.max_tokens.unwrap_or(0)
+        ),
+        _ => "none (retrieval only)".to_string(),
+    };
+    let context = if c.oracle {
+        "the gold paragraphs (oracle)".to_string()
+    } else {
+        format!("top {} by {} retrieval", c.top_k, c.mode)
+    };
+    let _ = writeln!(out, "# HotpotQA evaluation\n");
+    let _ = writeln!(
+        out,
+        "- questions: the first {} of `{}`",
+        c.questions,
+        c.questions_file.display()
+    );
+    let _ = writeln!(out, "- context: {context}");
+    let _ = writeln!(out, "- generator: {generator}");
+    if let Some(index) = &c.index {
+        let _ = writeln!(out, "- index: `{}`", index.display());
+    }
+    let _ = writeln!(out, "- time: {:.1} s\n", summary.seconds);
+    let recall_heads: Vec<String> = RECALL_KS.iter().map(|k| format!("R@{k}")).collect();
+    let _ = writeln!(
+        out,
+        "| layers | dim | n | {} | both@2 | both@5 | EM | F1 |",
+        recall_heads.join(" | ")
+    );
+    let _ = writeln!(out, "|{}", "---:|".repeat(RECALL_KS.len() + 7));
+    for cell in &summary.cells {
+        let recall: Vec<String> = RECALL_KS.iter().map(|k| pct(cell.recall[k])).collect();
+        let (recall, both2, both5) = if cell.cell == Cell::ORACLE {
+            (
+                vec!["-".to_string(); RECALL_KS.len()],
+                "-".into(),
+                "-".into(),
+            )
+        } else {
+            (
+                recall,
+                pct(cell.all_supporting[&2]),
+                pct(cell.all_supporting[&5]),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {both2} | {both5} | {} | {} |",
+            cell_label(cell.cell.layers),
+            cell_label(cell.cell.dim),
+            cell.questions,
+            recall.join(" | "),
+            cell.exact_match.map_or("-".into(), pct),
+            cell.f1.map_or("-".into(), pct),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nR@k: mean share of supporting paragraphs in the top k. both@k: questions with both in the top k. EM/F1: official HotpotQA answer metrics. All in %."
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::run::PredictionTimings;
+    use crate::eval::RetrievalScores;
+    use crate::retrieve::Mode;
+
+    fn prediction(cell: Cell, em: bool, retrieved: &[&str]) -> Prediction {
+        let titles: Vec<String> = retrieved.iter().map(|s| s.to_string()).collect();
+        Prediction {
+            id: "q".into(),
+            cell,
+            question: "?".into(),
+            gold: "x".into(),
+            prediction: Some(if em { "x" } else { "y" }.into()),
+            em: Some(em),
+            f1: Some(if em { 1.0 } else { 0.0 }),
+            context_titles: vec![],
+            dropped: usize::from(!em),
+            retrieval: RetrievalScores::of(&titles, &["A".to_string(), "B".to_string()]),
+            retrieved: titles,
+            timings: PredictionTimings {
+                generated_tokens: 4,
+                generation_ms: 100.0,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn summaries_average_per_cell_and_render_a_table() {
+        let a = Cell::retrieval(6, 64);
+        let b = Cell::retrieval(3, 64);
+        let predictions = vec![
+            prediction(a, true, &["A", "B"]),
+            prediction(a, false, &["A", "X"]),
+            prediction(b, false, &["X", "Y"]),
+        ];
+        let config = RunConfig {
+            questions_file: "q.json".into(),
+            questions: 2,
+            cells: vec![b, a],
+            mode: Mode::Dense,
+            top_k: 5,
+            oracle: false,
+            generator: Some("m.gguf".into()),
+            prompt_style: Some("chat".into()),
+            max_tokens: Some(32),
+            index: None,
+        };
+        let summary = summarize(&config, &predictions, 1.0);
+        assert_eq!(summary.cells.len(), 2);
+        let sa = &summary.cells[1];
+        assert_eq!(sa.cell, a);
+        assert_eq!(sa.exact_match, Some(0.5));
+        assert_eq!(sa.recall[&1], 0.5);
+        assert_eq!(sa.recall[&2], 0.75);
+        assert_eq!(sa.all_supporting[&2], 0.5);
+        assert_eq!(sa.questions_with_dropped_context, 1);
+        assert_eq!(sa.generation_tokens_per_second, Some(40.0));
+        assert_eq!(summary.cells[0].exact_match, Some(0.0));
+        let table = markdown(&summary);
+        assert!(
+            table
+                .contains("| 6 | 64 | 2 | 50.0 | 75.0 | 75.0 | 75.0 | 50.0 | 50.0 | 50.0 | 50.0 |"),
+            "{table}"
+        );
+        assert!(table.contains("| 3 | 64 | 1 | 0.0 |"), "{table}");
+    }
+}

@@ -1,0 +1,311 @@
+//! One evaluation run: every question at every cell of the grid (a depth and a size, or the
+//! gold paragraphs for `--oracle`), one line of `predictions.jsonl` per question and cell.
+//!
+//! Resuming: the settings are kept in `config.json`; a run started again with the same settings
+//! reads the predictions already written and does only the rest. Lines are appended whole, and
+//! a line cut short by a crash is dropped on the next start.
+
+use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::report::{self, Summary};
+use super::{metrics, RetrievalScores, RECALL_KS};
+use crate::progress::{Progress, ProgressMode};
+use crate::corpus::{Paragraph, Question};
+use crate::generate::{Generator, PromptSpec};
+use crate::retrieve::{Mode, Retriever, SearchTimings};
+
+pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
+pub const CONFIG_FILE: &str = "config.json";
+
+/// Where the context comes from: retrieval at a depth and size, or the gold paragraphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cell {
+    pub layers: Option<usize>,
+    pub dim: Option<usize>,
+}
+
+impl Cell {
+    pub const ORACLE: Cell = Cell {
+        layers: None,
+        dim: None,
+    };
+
+    pub fn retrieval(layers: usize, dim: usize) -> Self {
+        Self {
+            layers: Some(layers),
+            dim: Some(dim),
+        }
+    }
+}
+
+/// What a run is; a run directory is resumed only with the same settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub questions_file: PathBuf,
+    pub questions: usize,
+    pub cells: Vec<Cell>,
+    pub mode: Mode,
+    pub top_k: usize,
+    pub oracle: bool,
+    /// The generator's file name and prompt style, or `None` for retrieval only.
+    pub generator: Option<String>,
+    pub prompt_style: Option<String>,
+    pub max_tokens: Option<usize>,
+    pub index: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PredictionTimings {
+    /// Encoding and search run as one batch per cell; these are that batch's time per question.
+    pub encode_ms: f64,
+    pub search_ms: f64,
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prompt_eval_ms: f64,
+    pub generation_ms: f64,
+}
+
+/// One line of `predictions.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Prediction {
+    pub id: String,
+    pub cell: Cell,
+    pub question: String,
+    pub gold: String,
+    pub prediction: Option<String>,
+    pub em: Option<bool>,
+    pub f1: Option<f64>,
+    /// Titles of the paragraphs put in the prompt, best first.
+    pub context_titles: Vec<String>,
+    /// Paragraphs dropped to fit the model's context.
+    pub dropped: usize,
+    /// Retrieved titles, best first (none for the oracle).
+    pub retrieved: Vec<String>,
+    pub retrieval: RetrievalScores,
+    pub timings: PredictionTimings,
+}
+
+pub struct RunOptions<'a> {
+    pub dir: PathBuf,
+    pub config: RunConfig,
+    pub questions: &'a [Question],
+    pub retriever: Option<&'a Retriever>,
+    pub generator: Option<(&'a Generator, &'a PromptSpec)>,
+    /// Discard what the directory holds instead of resuming.
+    pub fresh: bool,
+    pub progress: ProgressMode,
+}
+
+/// Runs (or finishes) an evaluation and writes its reports; returns the summary.
+pub fn run(options: &RunOptions) -> Result<Summary> {
+    let started = Instant::now();
+    let config = &options.config;
+    if config.oracle && options.generator.is_none() {
+        bail!("--oracle measures the generator; it cannot go with --no-generate");
+    }
+    if !config.oracle && options.retriever.is_none() {
+        bail!("retrieval needs an index");
+    }
+    let mut done = prepare_dir(&options.dir, config, options.fresh)?;
+    let resumed = done.len();
+    let path = options.dir.join(PREDICTIONS_FILE);
+    let mut out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+
+    let total = config.cells.len() * options.questions.len();
+    let mut bar = Progress::new(
+        options.progress,
+        "eval",
+        total as u64,
+        "{bar:40} {pos}/{len} predictions [{elapsed_precise} < {eta_precise}]",
+    );
+    let mut finished = resumed as u64;
+    for &cell in &config.cells {
+        let seen: HashSet<&str> = done
+            .iter()
+            .filter(|p| p.cell == cell)
+            .map(|p| p.id.as_str())
+            .collect();
+        let pending: Vec<&Question> = options
+            .questions
+            .iter()
+            .filter(|q| !seen.contains(q.id.as_str()))
+            .collect();
+        if pending.is_empty() {
+            continue;
+        }
+        let contexts = contexts(options, cell, &pending)?;
+        for (question, context) in pending.into_iter().zip(contexts) {
+            let prediction = predict(options, cell, question, context)?;
+            let mut line = serde_json::to_vec(&prediction)?;
+            line.push(b'\n');
+            out.write_all(&line)
+                .with_context(|| format!("writing {}", path.display()))?;
+            done.push(prediction);
+            finished += 1;
+            bar.update(finished, || format!("{finished}/{total} predictions"));
+        }
+        out.sync_data()
+            .with_context(|| format!("writing {}", path.display()))?;
+        report::write(&options.dir, config, &done, started.elapsed().as_secs_f64())?;
+    }
+    bar.finish();
+    let summary = report::write(&options.dir, config, &done, started.elapsed().as_secs_f64())?;
+    Ok(summary)
+}
+
+/// Creates the run directory or checks that it holds a run with these settings, and returns
+/// the predictions already made.
+fn prepare_dir(dir: &Path, config: &RunConfig, fresh: bool) -> Result<Vec<Prediction>> {
+    let config_path = dir.join(CONFIG_FILE);
+    if fresh && dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    if config_path.exists() {
+        let existing: RunConfig = crate::util::read_json(&config_path)?;
+        if &existing != config {
+            bail!(
+                "{} holds a run with other settings; pass --fresh to replace it or --name to start another",
+                dir.display()
+            );
+        }
+        return read_predictions(&dir.join(PREDICTIONS_FILE));
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let _ = std::fs::remove_file(dir.join(PREDICTIONS_FILE));
+    crate::util::write_json_atomic(&config_path, config)?;
+    Ok(Vec::new())
+}
+
+/// The complete lines of a predictions file; a last line cut short by a crash is removed.
+pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let complete = text.rfind('\n').map_or(0, |i| i + 1);
+    if complete < text.len() {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        file.set_len(complete as u64)
+            .with_context(|| format!("truncating {}", path.display()))?;
+    }
+    text[..complete]
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("{} line {} is damaged", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// What each pending question's prompt will hold, with the retrieval behind it.
+struct PromptContext {
+    paragraphs: Vec<Paragraph>,
+    retrieved: Vec<String>,
+    encode_ms: f64,
+    search_ms: f64,
+}
+
+fn contexts(options: &RunOptions, cell: Cell, pending: &[&Question]) -> Result<Vec<PromptContext>> {
+    let (Some(layers), Some(dim), Some(retriever)) = (cell.layers, cell.dim, options.retriever)
+    else {
+        return Ok(pending
+            .iter()
+            .map(|q| PromptContext {
+                paragraphs: q.gold_paragraphs.clone(),
+                retrieved: Vec::new(),
+                encode_ms: 0.0,
+                search_ms: 0.0,
+            })
+            .collect());
+    };
+    let texts: Vec<&str> = pending.iter().map(|q| q.question.as_str()).collect();
+    let deepest = *RECALL_KS.last().expect("cut-offs");
+    let k = deepest.max(options.config.top_k);
+    let mut timings = SearchTimings::default();
+    let ranked = retriever.rank(&texts, options.config.mode, layers, dim, k, &mut timings)?;
+    let n = pending.len() as f64;
+    ranked
+        .into_iter()
+        .map(|hits| {
+            let docs = hits
+                .iter()
+                .map(|&(id, _)| retriever.index.document(id))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(PromptContext {
+                retrieved: docs.iter().map(|d| d.title.clone()).collect(),
+                paragraphs: docs.into_iter().take(options.config.top_k).collect(),
+                encode_ms: timings.encode_ms / n,
+                search_ms: timings.search_ms / n,
+            })
+        })
+        .collect()
+}
+
+fn predict(
+    options: &RunOptions,
+    cell: Cell,
+    question: &Question,
+    context: PromptContext,
+) -> Result<Prediction> {
+    let mut timings = PredictionTimings {
+        encode_ms: context.encode_ms,
+        search_ms: context.search_ms,
+        ..Default::default()
+    };
+    let retrieval = if cell == Cell::ORACLE {
+        RetrievalScores::default()
+    } else {
+        RetrievalScores::of(&context.retrieved, &question.supporting_titles)
+    };
+    let mut prediction = Prediction {
+        id: question.id.clone(),
+        cell,
+        question: question.question.clone(),
+        gold: question.answer.clone(),
+        prediction: None,
+        em: None,
+        f1: None,
+        context_titles: Vec::new(),
+        dropped: 0,
+        retrieved: context.retrieved,
+        retrieval,
+        timings: PredictionTimings::default(),
+    };
+    if let Some((generator, spec)) = options.generator {
+        let answer = generator
+            .answer(spec, &question.question, &context.paragraphs, |_| {})
+            .with_context(|| format!("answering question {}", question.id))?;
+        let kept = context.paragraphs.len() - answer.dropped;
+        prediction.context_titles = context.paragraphs[..kept]
+            .iter()
+            .map(|p| p.title.clone())
+            .collect();
+        prediction.dropped = answer.dropped;
+        let g = answer.generation;
+        prediction.em = Some(metrics::exact_match(&g.text, &question.answer));
+        prediction.f1 = Some(metrics::f1_score(&g.text, &question.answer));
+        timings.prompt_tokens = g.prompt_tokens;
+        timings.generated_tokens = g.generated_tokens;
+        timings.prompt_eval_ms = g.prompt_eval_ms;
+        timings.generation_ms = g.generation_ms;
+        prediction.prediction = Some(g.text);
+    }
+    prediction.timings = timings;
+    Ok(prediction)
+}

@@ -1,0 +1,391 @@
+//! Answer generation with a local GGUF model through llama.cpp (crate `llama-cpp-2`): the model's
+//! chat template, greedy decoding, stop at end of turn or at the first line break.
+//!
+//! The model is loaded once per process; each prompt gets a fresh context sized to it, so
+//! nothing carries over between questions and llama.cpp's own timings cover exactly one answer.
+
+pub mod prompt;
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use serde::Serialize;
+
+pub use prompt::{Prompt, PromptSpec, PromptStyle};
+
+pub const DEFAULT_LLM: &str = "data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+pub const DEFAULT_MAX_TOKENS: usize = 32;
+/// Context window used unless `--ctx-size` says otherwise (capped by what the model was trained
+/// on): ten HotpotQA paragraphs and the instructions need about 2,000 tokens.
+pub const DEFAULT_CTX_SIZE: u32 = 4096;
+
+#[derive(Debug, Clone)]
+pub struct GeneratorOptions {
+    pub max_tokens: usize,
+    /// Context window in tokens; `None` is [`DEFAULT_CTX_SIZE`].
+    pub ctx_size: Option<u32>,
+    /// Threads for prompt evaluation and decoding; `None` is every core.
+    pub threads: Option<usize>,
+    /// Let llama.cpp's own log through to stderr.
+    pub verbose: bool,
+}
+
+impl Default for GeneratorOptions {
+    fn default() -> Self {
+        Self {
+            max_tokens: DEFAULT_MAX_TOKENS,
+            ctx_size: None,
+            threads: None,
+            verbose: false,
+        }
+    }
+}
+
+/// One answer and what it cost. `prompt_eval_ms` and `generation_ms` are measured around the
+/// llama.cpp calls here; `llama_*` are llama.cpp's own counters for the same work.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Generation {
+    pub text: String,
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    /// Why generation stopped: "eog", "newline" or "max_tokens".
+    pub stop: &'static str,
+    pub prompt_eval_ms: f64,
+    pub generation_ms: f64,
+    pub tokens_per_second: f64,
+    pub llama_prompt_eval_ms: f64,
+    pub llama_eval_ms: f64,
+    pub llama_eval_tokens: usize,
+    pub llama_tokens_per_second: f64,
+}
+
+/// A generation with the prompt building before it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    pub generation: Generation,
+    /// Lowest-ranked passages left out to fit the context.
+    pub dropped: usize,
+    /// Time to lay out the prompt and count its tokens.
+    pub prompt_ms: f64,
+}
+
+pub struct Generator {
+    model: LlamaModel,
+    template: Option<LlamaChatTemplate>,
+    pub path: PathBuf,
+    pub name: String,
+    options: GeneratorOptions,
+    ctx_size: u32,
+    threads: i32,
+}
+
+/// llama.cpp's backend is process-global and may be initialised only once.
+fn backend(verbose: bool) -> Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            if !verbose {
+                llama_cpp_2::send_logs_to_tracing(
+                    llama_cpp_2::LogOptions::default().with_logs_enabled(false),
+                );
+            }
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| anyhow!("initialising llama.cpp: {e}"))
+}
+
+impl Generator {
+    pub fn load(path: &Path, options: &GeneratorOptions) -> Result<Self> {
+        if options.max_tokens == 0 {
+            bail!("--max-tokens must be at least 1");
+        }
+        let metadata = std::fs::metadata(path).with_context(|| {
+            format!(
+                "no generator model at {} (scripts/fetch-models.sh llm fetches the default)",
+                path.display()
+            )
+        })?;
+        if !metadata.is_file() {
+            bail!("generator model {} is not a file", path.display());
+        }
+        let backend = backend(options.verbose)?;
+        let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
+            .map_err(|e| anyhow!("{e}"))
+            .with_context(|| format!("could not load {} as a GGUF model", path.display()))?;
+        let template = model.chat_template(None).ok();
+        let trained = model.n_ctx_train().max(1);
+        let ctx_size = options.ctx_size.unwrap_or(DEFAULT_CTX_SIZE).min(trained);
+        if (ctx_size as usize) <= options.max_tokens {
+            bail!(
+                "a context of {ctx_size} tokens leaves no room for a prompt and {} new tokens",
+                options.max_tokens
+            );
+        }
+        let threads = options
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Ok(Self {
+            model,
+            template,
+            name: crate::index::manifest::model_name(path),
+            path: path.to_path_buf(),
+            options: options.clone(),
+            ctx_size,
+            threads: i32::try_from(threads).unwrap_or(i32::MAX),
+        })
+    }
+
+    pub fn has_chat_template(&self) -> bool {
+        self.template.is_some()
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.options.max_tokens
+    }
+
+    /// The prompt as the model sees it: its chat template applied, or without one the turns'
+    /// texts one after another.
+    pub fn render(&self, prompt: &Prompt) -> Result<String> {
+        let Some(template) = &self.template else {
+            let turns: Vec<&str> = prompt.messages.iter().map(|m| m.content.as_str()).collect();
+            return Ok(turns.join("\n\n"));
+        };
+        let messages = prompt
+            .messages
+            .iter()
+            .map(|m| LlamaChatMessage::new(m.role.as_str().into(), m.content.clone()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .context("a prompt contains a NUL byte")?;
+        self.model
+            .apply_chat_template(template, &messages, true)
+            .map_err(|e| anyhow!("applying {}'s chat template: {e}", self.name))
+    }
+
+    fn tokenize(&self, prompt: &Prompt) -> Result<Vec<LlamaToken>> {
+        let text = self.render(prompt)?;
+        // parse_special: the template's turn markers are special tokens, not text.
+        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    /// Whether the prompt and `max_tokens` new tokens fit in the context window.
+    pub fn fits(&self, prompt: &Prompt) -> Result<bool> {
+        Ok(self.tokenize(prompt)?.len() + self.options.max_tokens <= self.ctx_size as usize)
+    }
+
+    /// Answers `question` from `passages` (best first) laid out by `spec`, dropping the
+    /// lowest-ranked passages that do not fit the context.
+    pub fn answer(
+        &self,
+        spec: &PromptSpec,
+        question: &str,
+        passages: &[crate::corpus::Paragraph],
+        on_token: impl FnMut(&str),
+    ) -> Result<Answer> {
+        let started = Instant::now();
+        let (prompt, dropped) = spec.build_within(question, passages, |p| self.fits(p))?;
+        let prompt_ms = ms(started);
+        let generation = self.generate(&prompt, on_token)?;
+        Ok(Answer {
+            generation,
+            dropped,
+            prompt_ms,
+        })
+    }
+
+    /// Greedy-decodes an answer; `on_token` gets the answer's text as it grows, piece by piece.
+    pub fn generate(&self, prompt: &Prompt, mut on_token: impl FnMut(&str)) -> Result<Generation> {
+        let tokens = self.tokenize(prompt)?;
+        let needed = tokens.len() + self.options.max_tokens;
+        if needed > self.ctx_size as usize {
+            bail!(
+                "the prompt has {} tokens; with --max-tokens {} it overflows the {}-token context",
+                tokens.len(),
+                self.options.max_tokens,
+                self.ctx_size
+            );
+        }
+        let n_ctx = u32::try_from(needed).context("prompt too long")?;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(n_ctx)
+            .with_n_threads(self.threads)
+            .with_n_threads_batch(self.threads)
+            // llama.cpp's own timings are what ours are checked against.
+            .with_no_perf(false);
+        let mut ctx = self
+            .model
+            .new_context(backend(self.options.verbose)?, params)
+            .map_err(|e| anyhow!("creating a llama.cpp context: {e}"))?;
+        let vocab = self.model.vocab();
+
+        let started = Instant::now();
+        let mut batch = LlamaBatch::new(tokens.len(), 1);
+        let last = tokens.len() - 1;
+        for (i, &token) in tokens.iter().enumerate() {
+            batch.add(token, i as i32, &[0], i == last)?;
+        }
+        ctx.decode(&mut batch)
+            .map_err(|e| anyhow!("evaluating the prompt: {e}"))?;
+        let prompt_eval_ms = ms(started);
+
+        let started = Instant::now();
+        let mut sampler = LlamaSampler::greedy();
+        let mut answer = AnswerText::default();
+        let mut generated = 0;
+        let mut position = tokens.len() as i32;
+        let stop = loop {
+            let token = sampler.sample(&ctx, batch.n_tokens() - 1);
+            sampler.accept(token);
+            if vocab.is_eog(token) {
+                break "eog";
+            }
+            generated += 1;
+            if answer.push(&vocab.token_to_piece(token, false, None), &mut on_token) {
+                break "newline";
+            }
+            if generated >= self.options.max_tokens {
+                break "max_tokens";
+            }
+            batch.clear();
+            batch.add(token, position, &[0], true)?;
+            position += 1;
+            ctx.decode(&mut batch)
+                .map_err(|e| anyhow!("decoding: {e}"))?;
+        };
+        let generation_ms = ms(started);
+        let timings = ctx.timings();
+        let llama_eval_tokens = usize::try_from(timings.n_eval()).unwrap_or(0);
+        Ok(Generation {
+            text: answer.finish(),
+            prompt_tokens: tokens.len(),
+            generated_tokens: generated,
+            stop,
+            prompt_eval_ms,
+            generation_ms,
+            tokens_per_second: per_second(generated, generation_ms),
+            llama_prompt_eval_ms: timings.t_p_eval_ms(),
+            llama_eval_ms: timings.t_eval_ms(),
+            llama_eval_tokens,
+            llama_tokens_per_second: per_second(llama_eval_tokens, timings.t_eval_ms()),
+        })
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+fn per_second(count: usize, ms: f64) -> f64 {
+    if ms > 0.0 {
+        count as f64 * 1000.0 / ms
+    } else {
+        0.0
+    }
+}
+
+/// The answer assembled from token pieces: bytes are held back until they form whole UTF-8
+/// characters, leading whitespace is skipped, and the first line break after some text ends
+/// the answer.
+#[derive(Default)]
+struct AnswerText {
+    text: String,
+    pending: Vec<u8>,
+}
+
+impl AnswerText {
+    /// Adds a piece, passing the newly completed text to `on_text`; true once a line break ends
+    /// the answer.
+    fn push(&mut self, piece: &[u8], on_text: &mut impl FnMut(&str)) -> bool {
+        self.pending.extend_from_slice(piece);
+        let complete = match std::str::from_utf8(&self.pending) {
+            Ok(s) => s.len(),
+            // An incomplete character at the end waits for the next piece.
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending.len(),
+        };
+        let bytes: Vec<u8> = self.pending.drain(..complete).collect();
+        let mut new = String::from_utf8_lossy(&bytes).into_owned();
+        if self.text.is_empty() {
+            // Leading blank lines and spaces are not the answer.
+            new = new.trim_start().to_string();
+        }
+        // Past the trim, any line break comes after some text and ends the answer.
+        let ended = new.find('\n').map(|i| new.truncate(i)).is_some();
+        if !new.is_empty() {
+            on_text(&new);
+            self.text.push_str(&new);
+        }
+        ended
+    }
+
+    fn finish(mut self) -> String {
+        if !self.pending.is_empty() {
+            let rest = String::from_utf8_lossy(&self.pending).into_owned();
+            self.text.push_str(&rest);
+        }
+        self.text.trim().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(pieces: &[&[u8]]) -> (String, String, bool) {
+        let mut answer = AnswerText::default();
+        let mut streamed = String::new();
+        let mut ended = false;
+        for piece in pieces {
+            if answer.push(piece, &mut |s| streamed.push_str(s)) {
+                ended = true;
+                break;
+            }
+        }
+        (answer.finish(), streamed, ended)
+    }
+
+    #[test]
+    fn answers_stop_at_the_first_line_break_after_text() {
+        let (text, streamed, ended) = feed(&[b"\n", b" Paris", b" is\nmore", b"never"]);
+        assert_eq!(text, "Paris is");
+        assert_eq!(streamed, "Paris is");
+        assert!(ended);
+        let (text, _, ended) = feed(&[b"yes"]);
+        assert_eq!((text.as_str(), ended), ("yes", false));
+    }
+
+    #[test]
+    fn characters_split_across_tokens_are_joined() {
+        let e_acute = "é".as_bytes();
+        let (text, streamed, _) = feed(&[b"Caf", &e_acute[..1], &e_acute[1..], b" noir"]);
+        assert_eq!(text, "Café noir");
+        assert_eq!(streamed, "Café noir");
+    }
+
+    #[test]
+    fn a_missing_or_broken_model_is_one_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.gguf");
+        let err = Generator::load(&missing, &GeneratorOptions::default())
+            .err()
+            .unwrap();
+        assert!(format!("{err:#}").contains("no generator model"), "{err:#}");
+        let junk = dir.path().join("junk.gguf");
+        std::fs::write(&junk, b"not a gguf at all").unwrap();
+        let err = Generator::load(&junk, &GeneratorOptions::default())
+            .err()
+            .unwrap();
+        assert!(format!("{err:#}").contains("could not load"), "{err:#}");
+    }
+}

@@ -1,0 +1,256 @@
+//! `rag eval` runs end to end on a tiny generated model and corpus (reports, resuming, the
+//! index built for missing depths), generation with the real default GGUF when it is present,
+//! and the one-line errors of `rag ask` and `rag eval`.
+
+mod common;
+
+use std::path::Path;
+
+use rag::corpus::{read_questions, Paragraph};
+use rag::encoder::tiny::TinyBert;
+use rag::encoder::EncoderOptions;
+use rag::eval::run::{self, Cell, RunConfig, RunOptions};
+use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
+use rag::index::BuildOptions;
+use rag::retrieve::{Mode, Retriever};
+
+/// `records` HotpotQA questions, each asking about its first paragraph ("fact n") among
+/// three.
+fn write_questions(path: &Path, records: usize) {
+    let records: Vec<serde_json::Value> = (0..records)
+        .map(|r| {
+            let context: Vec<serde_json::Value> = (0..3)
+                .map(|p| {
+                    let n = r * 3 + p;
+                    serde_json::json!([format!("fact {n}"), [format!("Fact {n} concerns item {}.", n * 11)]])
+                })
+                .collect();
+            serde_json::json!({"_id": format!("q{r}"), "question": format!("What does fact {} concern?", r * 3),
+                               "answer": format!("item {}", r * 33), "type": "bridge",
+                               "supporting_facts": [[format!("fact {}", r * 3), 0]], "context": context})
+        })
+        .collect();
+    std::fs::write(path, serde_json::to_vec(&records).unwrap()).unwrap();
+}
+
+fn build_options(model: &Path, corpus: &Path, index_dir: &Path) -> BuildOptions {
+    BuildOptions {
+        index_dir: index_dir.to_path_buf(),
+        corpus: vec![corpus.to_path_buf()],
+        model_dir: model.to_path_buf(),
+        encoder: EncoderOptions::default(),
+        layers: None,
+        dim: None,
+        template: "{title}: {text}".into(),
+        chunk_size: 16,
+        skip_bad: false,
+        fresh: false,
+        progress: false,
+    }
+}
+
+#[test]
+fn retrieval_runs_build_missing_depths_report_and_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    TinyBert::default().write(&model).unwrap();
+    let corpus = tmp.path().join("q.json");
+    write_questions(&corpus, 12);
+    let base = tmp.path().join("index").join("default");
+
+    // No index yet: one is built with both depths, then found again, also for a subset.
+    let options = build_options(&model, &corpus, &base);
+    let dir = rag::eval::index_with_depths(&options, &[1, 3]).unwrap();
+    assert_ne!(dir, base);
+    assert!(dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("eval-L1-3-"));
+    assert_eq!(rag::eval::index_with_depths(&options, &[3]).unwrap(), dir);
+
+    let retriever = Retriever::open(&dir, None).unwrap();
+    let questions = read_questions(&corpus, usize::MAX).unwrap();
+    let cells = vec![
+        Cell::retrieval(1, 16),
+        Cell::retrieval(3, 8),
+        Cell::retrieval(3, 16),
+    ];
+    let config = RunConfig {
+        questions_file: corpus.clone(),
+        questions: questions.len(),
+        cells: cells.clone(),
+        mode: Mode::Bm25,
+        top_k: 5,
+        oracle: false,
+        generator: None,
+        prompt_style: None,
+        max_tokens: None,
+        index: Some(dir.clone()),
+    };
+    let run_dir = tmp.path().join("runs").join("r");
+    let options = |config: &RunConfig, fresh| RunOptions {
+        dir: run_dir.clone(),
+        config: config.clone(),
+        questions: &questions,
+        retriever: Some(&retriever),
+        generator: None,
+        fresh,
+        progress: false,
+    };
+    let summary = run::run(&options(&config, false)).unwrap();
+    assert_eq!(summary.cells.len(), 3);
+    // BM25 finds "fact n" for "What does fact n concern?" first.
+    assert_eq!(summary.cells[0].recall[&1], 1.0);
+    assert_eq!(summary.cells[0].exact_match, None);
+    for file in ["summary.json", "summary.md", "config.json"] {
+        assert!(run_dir.join(file).is_file(), "{file}");
+    }
+    if Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
+        let png = std::fs::read(run_dir.join("heatmap.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+    }
+    let table = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
+    assert!(table.contains("| 3 | 8 | 12 | 100.0 |"), "{table}");
+
+    // A crash mid-write: keep 20 whole lines and half of the next. The rerun drops the
+    // half line and makes exactly the missing predictions.
+    let predictions = run_dir.join(run::PREDICTIONS_FILE);
+    let text = std::fs::read_to_string(&predictions).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 36);
+    let cut = format!("{}\n{}", lines[..20].join("\n"), &lines[20][..10]);
+    std::fs::write(&predictions, cut).unwrap();
+    run::run(&options(&config, false)).unwrap();
+    let again = run::read_predictions(&predictions).unwrap();
+    assert_eq!(again.len(), 36);
+    let mut keys: Vec<(String, Cell)> = again.iter().map(|p| (p.id.clone(), p.cell)).collect();
+    keys.sort_by_key(|(id, c)| (id.clone(), c.layers, c.dim));
+    keys.dedup();
+    assert_eq!(keys.len(), 36);
+
+    // Other settings in the same directory are refused unless --fresh.
+    let mut other = config.clone();
+    other.top_k = 3;
+    let err = run::run(&options(&other, false)).err().unwrap().to_string();
+    assert!(err.contains("other settings"), "{err}");
+    run::run(&options(&other, true)).unwrap();
+    assert_eq!(run::read_predictions(&predictions).unwrap().len(), 36);
+}
+
+#[test]
+fn default_generator_answers_from_context_and_trims_it() {
+    let Some(llm) = common::default_llm() else {
+        return common::skip(
+            "default_generator_answers_from_context_and_trims_it",
+            "no default GGUF; run scripts/fetch-models.sh llm",
+        );
+    };
+    let generator = Generator::load(
+        &llm,
+        &GeneratorOptions {
+            ctx_size: Some(512),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(generator.has_chat_template());
+    let paris = Paragraph {
+        title: "Zorbland".into(),
+        text: "The capital of Zorbland is Quimby, a port city.".into(),
+    };
+    let filler = Paragraph {
+        title: "Filler".into(),
+        text: "Nothing of note happened here. ".repeat(40),
+    };
+    let spec = PromptSpec::from_flags(Some(PromptStyle::Chat), None).unwrap();
+    let mut streamed = String::new();
+    let answer = generator
+        .answer(
+            &spec,
+            "What is the capital of Zorbland?",
+            &[paris.clone()],
+            |s| streamed.push_str(s),
+        )
+        .unwrap();
+    let g = &answer.generation;
+    assert!(g.text.contains("Quimby"), "{g:?}");
+    assert_eq!(streamed.trim(), g.text);
+    assert!(!g.text.contains('\n'));
+    assert!(g.generated_tokens >= 1 && g.generated_tokens <= generator.max_tokens());
+    assert!(g.prompt_tokens > 20 && g.llama_prompt_eval_ms > 0.0);
+    assert_eq!(answer.dropped, 0);
+    // Four 300-token paragraphs overflow 512 tokens: the lowest-ranked go.
+    let passages = vec![paris, filler.clone(), filler.clone(), filler];
+    let answer = generator
+        .answer(&spec, "What is the capital of Zorbland?", &passages, |_| {})
+        .unwrap();
+    assert!(answer.dropped >= 2, "{answer:?}");
+    assert!(answer.generation.prompt_tokens + generator.max_tokens() <= 512);
+}
+
+fn one_line_error(args: &[&str]) -> String {
+    let out = common::rag().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn ask_and_eval_report_bad_input_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let none = tmp.path().join("none");
+    let none = none.to_str().unwrap();
+    let long = "why ".repeat(2000);
+    one_line_error(&["ask", "  ", "--index", none]);
+    one_line_error(&["ask", &long, "--index", none]);
+    assert!(one_line_error(&["ask", "who?", "--index", none]).contains("no index"));
+    let junk = tmp.path().join("junk.gguf");
+    std::fs::write(&junk, b"GGUF but not really").unwrap();
+    let err = one_line_error(&[
+        "eval",
+        "--oracle",
+        "--llm",
+        junk.to_str().unwrap(),
+        "--questions",
+        none,
+    ]);
+    assert!(err.contains("none"), "{err}");
+    if let Some(data) = common::data_dir() {
+        let questions = data.join("hotpotqa/hotpot_dev_distractor_sample.json");
+        let q = questions.to_str().unwrap();
+        let err = one_line_error(&[
+            "eval",
+            "--oracle",
+            "--limit",
+            "1",
+            "--questions",
+            q,
+            "--llm",
+            junk.to_str().unwrap(),
+            "--runs-dir",
+            none,
+        ]);
+        assert!(err.contains("could not load"), "{err}");
+        let err = one_line_error(&[
+            "eval",
+            "--layers",
+            "1,3",
+            "--no-generate",
+            "--limit",
+            "1",
+            "--questions",
+            q,
+            "--index",
+            none,
+        ]);
+        assert!(err.contains("--sweep"), "{err}");
+    } else {
+        common::skip(
+            "ask_and_eval_report_bad_input_in_one_line (eval part)",
+            "no shared HotpotQA data",
+        );
+    }
+}
