@@ -30,20 +30,20 @@ fi
 
 "$RAG_BIN" index --index "$INDEX" --layers 3,6 --template "$TEMPLATE" \
   --corpus "$D/hotpot_dev_distractor_sample.json" --corpus "$D/hotpot_dev_fullwiki_sample.json"
-"$RAG_BIN" eval --no-generate --index "$INDEX" --layers 3,6 --dims 64,384 --json > "$OUT/rag_recall.json"
+"$RAG_BIN" eval --no-generate --sweep --index "$INDEX" --layers 3,6 --dims 64,384 \
+  --name issue2-recall --runs-dir "$OUT/runs" --fresh --json > "$OUT/rag_recall.json"
 "$RAG_BIN" bench query --index "$INDEX" --modes dense,bm25,hybrid --limit 300 --json > "$OUT/query_latency.json"
 
 python3 - "$OUT" "$REF" "$TEMPLATE" "$REF_ONE" <<'PY'
 import json, sys
 out, ref_path, template, ref_one = sys.argv[1:5]
 ref = json.load(open(ref_one)) if ref_one else json.load(open(ref_path))[template]
-rag = json.load(open(f"{out}/rag_recall.json"))
-rag = rag["settings"] if isinstance(rag, dict) else rag
+rag = json.load(open(f"{out}/rag_recall.json"))["cells"]
 lat = json.load(open(f"{out}/query_latency.json"))
 rows, report = [], {"template": template, "recall_at_5": [], "latency": lat}
 for r in rag:
     layers, dim = str(r["layers"]), str(r["dim"])
-    ours = r["recall"]["5"] if "5" in r["recall"] else r["recall"][5]
+    ours = r["recall"]["5"]
     theirs = ref["layers"][layers][dim]["recall_at_k"]
     report["recall_at_5"].append({"layers": int(layers), "dim": int(dim), "rag": ours, "reference": theirs,
                                   "difference_points": round(100 * (ours - theirs), 2)})

@@ -50,14 +50,20 @@ pub fn encode_throughput(options: &EncodeBenchOptions) -> Result<EncodeBench> {
     if paragraphs.is_empty() {
         bail!("{} has no paragraphs", options.corpus.display());
     }
-    let texts: Vec<String> = paragraphs.iter().map(|p| p.render(&options.template)).collect();
+    let texts: Vec<String> = paragraphs
+        .iter()
+        .map(|p| p.render(&options.template))
+        .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let encoder = Encoder::load(&options.model_dir, &options.encoder)?;
     encoder.check_depths(&options.layers)?;
     let tokens: usize = encoder.tokenize(&refs)?.iter().map(Vec::len).sum();
 
     let warm_up = &refs[..refs.len().min(encoder.batch_size)];
-    encoder.encode(warm_up, &[*options.layers.iter().max().expect("at least one depth")])?;
+    encoder.encode(
+        warm_up,
+        &[*options.layers.iter().max().expect("at least one depth")],
+    )?;
 
     let depths = options
         .layers
@@ -105,6 +111,9 @@ pub struct Latency {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub mean_ms: f64,
+    /// Of the mean: encoding the question, and searching (faiss and/or BM25).
+    pub mean_encode_ms: f64,
+    pub mean_search_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,32 +135,38 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
     if questions.is_empty() {
         bail!("{} has no questions", options.questions.display());
     }
-    let (layers, dim) = retriever.index.manifest.resolve(options.layers, options.dim)?;
+    let (layers, dim) = retriever
+        .index
+        .manifest
+        .resolve(options.layers, options.dim)?;
     let latencies = options
         .modes
         .iter()
         .map(|&mode| {
-            let request = |query: &str| -> Result<()> {
+            let request = |query: &str| {
                 retriever.search(&SearchRequest {
                     query,
                     k: options.k,
                     mode,
                     layers: Some(layers),
                     dim: Some(dim),
-                })?;
-                Ok(())
+                })
             };
             for q in questions.iter().take(5) {
                 request(q)?;
             }
+            let (mut encode_ms, mut search_ms) = (0.0, 0.0);
             let mut times = questions
                 .iter()
                 .map(|q| {
                     let started = Instant::now();
-                    request(q)?;
+                    let response = request(q)?;
+                    encode_ms += response.timings.encode_ms;
+                    search_ms += response.timings.search_ms;
                     Ok(started.elapsed().as_secs_f64() * 1000.0)
                 })
                 .collect::<Result<Vec<f64>>>()?;
+            let n = times.len() as f64;
             times.sort_by(f64::total_cmp);
             Ok(Latency {
                 mode,
@@ -159,7 +174,9 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
                 p50_ms: percentile(&times, 0.50),
                 p90_ms: percentile(&times, 0.90),
                 p99_ms: percentile(&times, 0.99),
-                mean_ms: times.iter().sum::<f64>() / times.len() as f64,
+                mean_ms: times.iter().sum::<f64>() / n,
+                mean_encode_ms: encode_ms / n,
+                mean_search_ms: search_ms / n,
             })
         })
         .collect::<Result<Vec<_>>>()?;

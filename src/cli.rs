@@ -29,7 +29,11 @@ const HOTPOT_FILES: [&str; 2] = [
 ];
 
 #[derive(Parser, Debug)]
-#[command(name = "rag", version, about = "Retrieval-augmented QA on Espresso Sentence Embeddings")]
+#[command(
+    name = "rag",
+    version,
+    about = "Retrieval-augmented QA on Espresso Sentence Embeddings"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -344,7 +348,12 @@ pub struct BenchQueryArgs {
     pub data: DataArgs,
     #[arg(long, default_value_t = 200)]
     pub limit: usize,
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "dense,bm25,hybrid")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "dense,bm25,hybrid"
+    )]
     pub modes: Vec<Mode>,
     #[arg(long, short, default_value_t = 5)]
     pub k: usize,
@@ -772,7 +781,9 @@ fn run_name(config: &RunConfig, llm: &Path) -> String {
 
 fn run_bench_encode(args: BenchEncodeArgs) -> Result<()> {
     let options = bench::EncodeBenchOptions {
-        corpus: args.corpus.unwrap_or_else(|| args.data.distractor_questions()),
+        corpus: args
+            .corpus
+            .unwrap_or_else(|| args.data.distractor_questions()),
         model_dir: args.encoder.model.clone(),
         encoder: args.encoder.options(),
         limit: args.limit,
@@ -811,12 +822,14 @@ fn run_bench_query(args: BenchQueryArgs) -> Result<()> {
     }
     for l in &result.latencies {
         println!(
-            "{:>6}: p50 {:>6.2} ms  p90 {:>6.2} ms  p99 {:>6.2} ms  mean {:>6.2} ms  ({} queries, {} docs, layers {}, dim {})",
+            "{:>6}: p50 {:>6.2} ms  p90 {:>6.2} ms  p99 {:>6.2} ms  mean {:>6.2} ms (encode {:.2}, search {:.2})  ({} queries, {} docs, layers {}, dim {})",
             l.mode.to_string(),
             l.p50_ms,
             l.p90_ms,
             l.p99_ms,
             l.mean_ms,
+            l.mean_encode_ms,
+            l.mean_search_ms,
             l.queries,
             result.documents,
             result.layers,
@@ -854,9 +867,15 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("listening on {}", args.addr))?;
         if !args.addr.ip().is_loopback() {
-            eprintln!("warning: listening on {}, reachable from other machines", args.addr);
+            eprintln!(
+                "warning: listening on {}, reachable from other machines",
+                args.addr
+            );
         }
-        eprintln!("listening on http://{} (loading models)", listener.local_addr()?);
+        eprintln!(
+            "listening on http://{} (loading models)",
+            listener.local_addr()?
+        );
         let (index_dir, model) = (args.index, args.model);
         let load = move || {
             Ok(serve::Models {

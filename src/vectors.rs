@@ -18,7 +18,11 @@ impl Matrix {
     }
 
     pub fn from_vec(rows: usize, cols: usize, data: Vec<f32>) -> Self {
-        assert_eq!(data.len(), rows * cols, "matrix data does not match its shape");
+        assert_eq!(
+            data.len(),
+            rows * cols,
+            "matrix data does not match its shape"
+        );
         Self { rows, cols, data }
     }
 

@@ -31,7 +31,10 @@ fn check(label: &str, got: &rag::vectors::Matrix, want: &[Vec<f32>]) {
     assert_eq!(got.rows, want.len());
     for (i, expected) in want.iter().enumerate() {
         let c = cosine(got.row(i), expected);
-        assert!(c >= MIN_COSINE, "{label}, text {i}: cosine {c} < {MIN_COSINE}");
+        assert!(
+            c >= MIN_COSINE,
+            "{label}, text {i}: cosine {c} < {MIN_COSINE}"
+        );
     }
 }
 
@@ -46,7 +49,10 @@ fn default_model_matches_reference_at_every_depth_and_pooling() {
     let reference = reference();
     let texts: Vec<&str> = reference.texts.iter().map(String::as_str).collect();
     let depths: Vec<usize> = (1..=6).collect();
-    for (pooling, table) in [(Pooling::Mean, &reference.mean), (Pooling::Cls, &reference.cls)] {
+    for (pooling, table) in [
+        (Pooling::Mean, &reference.mean),
+        (Pooling::Cls, &reference.cls),
+    ] {
         let encoder = Encoder::load(
             &model,
             &EncoderOptions {
@@ -58,10 +64,18 @@ fn default_model_matches_reference_at_every_depth_and_pooling() {
         .unwrap();
         let all = encoder.encode(&texts, &depths).unwrap();
         for (depth, got) in depths.iter().zip(&all) {
-            check(&format!("{pooling} pooling, depth {depth}"), got, &table[&depth.to_string()]);
+            check(
+                &format!("{pooling} pooling, depth {depth}"),
+                got,
+                &table[&depth.to_string()],
+            );
         }
         if pooling == Pooling::Mean {
-            check("sentence-transformers", &all[5], &reference.sentence_transformers);
+            check(
+                "sentence-transformers",
+                &all[5],
+                &reference.sentence_transformers,
+            );
         }
     }
 }

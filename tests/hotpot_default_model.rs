@@ -56,17 +56,38 @@ fn real_model_retrieves_supporting_paragraphs() {
     let full = recall(6, 384);
     let shallow = recall(3, 384);
     let small = recall(6, 64);
-    eprintln!("Recall@5 on {QUESTIONS} questions: 6/384 {full:.3}, 3/384 {shallow:.3}, 6/64 {small:.3}");
+    eprintln!(
+        "Recall@5 on {QUESTIONS} questions: 6/384 {full:.3}, 3/384 {shallow:.3}, 6/64 {small:.3}"
+    );
     assert!(full >= 0.8, "full-depth Recall@5 {full}");
-    assert!(shallow < full, "the untrained model's layer 3 should retrieve worse than layer 6");
-    assert!(small <= full + 0.05, "64 dims should not beat 384 by much: {small} vs {full}");
+    assert!(
+        shallow < full,
+        "the untrained model's layer 3 should retrieve worse than layer 6"
+    );
+    assert!(
+        small <= full + 0.05,
+        "64 dims should not beat 384 by much: {small} vs {full}"
+    );
 
     let out = common::rag()
-        .args(["search", &questions[0].question, "--json", "--k", "3", "--mode", "hybrid", "--index"])
+        .args([
+            "search",
+            &questions[0].question,
+            "--json",
+            "--k",
+            "3",
+            "--mode",
+            "hybrid",
+            "--index",
+        ])
         .arg(&index_dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let response: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(response["hits"].as_array().unwrap().len(), 3);
     assert_eq!(response["mode"], "hybrid");

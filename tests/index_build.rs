@@ -20,22 +20,46 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     common::write_corpus(&corpus, 20, 5);
     let index_dir = tmp.path().join("index");
 
-    let summary = index::build(&common::tiny_build_options(&model, corpus.clone(), &index_dir)).unwrap();
+    let summary = index::build(&common::tiny_build_options(
+        &model,
+        corpus.clone(),
+        &index_dir,
+    ))
+    .unwrap();
     assert_eq!(summary.documents, 100);
     assert_eq!(summary.layers, vec![1, 3]);
     assert!(!summary.up_to_date);
     assert!(!index::build::building_dir(&index_dir).exists());
     // The same build again is a no-op; another size is not.
-    assert!(index::build(&common::tiny_build_options(&model, corpus.clone(), &index_dir)).unwrap().up_to_date);
+    assert!(
+        index::build(&common::tiny_build_options(
+            &model,
+            corpus.clone(),
+            &index_dir
+        ))
+        .unwrap()
+        .up_to_date
+    );
     let mut wider = common::tiny_build_options(&model, corpus.clone(), &index_dir);
     wider.dim = Some(32);
     assert!(!index::build(&wider).unwrap().up_to_date);
-    index::build(&common::tiny_build_options(&model, corpus.clone(), &index_dir)).unwrap();
+    index::build(&common::tiny_build_options(
+        &model,
+        corpus.clone(),
+        &index_dir,
+    ))
+    .unwrap();
 
     let retriever = Retriever::open(&index_dir, None).unwrap();
     assert_eq!(retriever.index.manifest.default_dim, 16);
     let search = |mode, layers, dim| {
-        retriever.search(&SearchRequest { query: "topic 42", k: 5, mode, layers, dim })
+        retriever.search(&SearchRequest {
+            query: "topic 42",
+            k: 5,
+            mode,
+            layers,
+            dim,
+        })
     };
     let bm25 = search(Mode::Bm25, None, None).unwrap();
     assert_eq!(bm25.hits[0].title, "topic 42");
@@ -44,7 +68,10 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let (layers, dim) = (hybrid.layers, hybrid.dim);
     let mut timings = Default::default();
     let mut rank = |mode| {
-        retriever.rank(&["topic 42"], mode, layers, dim, 50, &mut timings).unwrap().remove(0)
+        retriever
+            .rank(&["topic 42"], mode, layers, dim, 50, &mut timings)
+            .unwrap()
+            .remove(0)
     };
     let fused = reciprocal_rank_fusion(&[rank(Mode::Dense), rank(Mode::Bm25)]);
     let hybrid_ids: Vec<u64> = hybrid.hits.iter().map(|h| h.id).collect();
@@ -64,8 +91,16 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
 
     // Another model (same shape, other weights) is refused.
     let other = tmp.path().join("other");
-    TinyBert { seed: 99, ..Default::default() }.write(&other).unwrap();
-    let err = Retriever::open(&index_dir, Some(&other)).err().unwrap().to_string();
+    TinyBert {
+        seed: 99,
+        ..Default::default()
+    }
+    .write(&other)
+    .unwrap();
+    let err = Retriever::open(&index_dir, Some(&other))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("does not match the index"), "{err}");
 }
 
@@ -103,7 +138,10 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     };
     while checkpointed(&progress) < 64 {
         assert!(Instant::now() < deadline, "the build never checkpointed");
-        assert!(child.try_wait().unwrap().is_none(), "the build finished before it could be killed");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the build finished before it could be killed"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap();
@@ -118,7 +156,11 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     opts.dim = None;
     opts.chunk_size = 256;
     let summary = index::build(&opts).unwrap();
-    assert!(summary.resumed_from >= 64, "resumed from {}", summary.resumed_from);
+    assert!(
+        summary.resumed_from >= 64,
+        "resumed from {}",
+        summary.resumed_from
+    );
     assert_eq!(summary.documents, 8_000);
     let index = Index::open(&index_dir).unwrap();
     for id in [0u64, 4_321, 7_999] {
@@ -130,9 +172,25 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
 fn cli_reports_bad_input_in_one_line() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: Vec<Vec<String>> = vec![
-        vec!["index".into(), "--corpus".into(), "/nonexistent/c.json".into(), "--model".into(), "/nonexistent/m".into()],
-        vec!["search".into(), "".into(), "--index".into(), tmp.path().display().to_string()],
-        vec!["search".into(), "who?".into(), "--index".into(), tmp.path().join("none").display().to_string()],
+        vec![
+            "index".into(),
+            "--corpus".into(),
+            "/nonexistent/c.json".into(),
+            "--model".into(),
+            "/nonexistent/m".into(),
+        ],
+        vec![
+            "search".into(),
+            "".into(),
+            "--index".into(),
+            tmp.path().display().to_string(),
+        ],
+        vec![
+            "search".into(),
+            "who?".into(),
+            "--index".into(),
+            tmp.path().join("none").display().to_string(),
+        ],
     ];
     for args in cases {
         let out = common::rag().args(&args).output().unwrap();

@@ -127,7 +127,8 @@ pub fn read_questions(path: &Path, limit: usize) -> anyhow::Result<Vec<Question>
             return Ok(());
         }
         let record = record.map_err(|e| anyhow::anyhow!("record {number}: {e}"))?;
-        let (Some(question), Some(answer)) = (record.question.clone(), record.answer.clone()) else {
+        let (Some(question), Some(answer)) = (record.question.clone(), record.answer.clone())
+        else {
             anyhow::bail!("record {number} has no question or answer");
         };
         let supporting_titles = record.supporting_titles();
@@ -138,7 +139,10 @@ pub fn read_questions(path: &Path, limit: usize) -> anyhow::Result<Vec<Question>
             .filter(|p| supporting_titles.contains(&p.title))
             .collect();
         questions.push(Question {
-            id: record.id.clone().unwrap_or_else(|| format!("record-{number}")),
+            id: record
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("record-{number}")),
             question,
             answer,
             kind: record.kind.clone(),
@@ -192,8 +196,7 @@ mod tests {
 
     #[test]
     fn plain_paragraph_records_are_accepted() {
-        let record: Record =
-            serde_json::from_str(r#"{"title":"T","text":["A.", " B."]}"#).unwrap();
+        let record: Record = serde_json::from_str(r#"{"title":"T","text":["A.", " B."]}"#).unwrap();
         assert_eq!(record.paragraphs().unwrap()[0].text, "A. B.");
         let bad: Record = serde_json::from_str(r#"{"question":"q"}"#).unwrap();
         assert!(bad.paragraphs().is_err());

@@ -335,7 +335,10 @@ mod tests {
         let titles: Vec<String> = items.unwrap().into_iter().map(|p| p.title).collect();
         assert_eq!(titles, ["A", "B", "C", "D", "E"]);
         let stats = stats.unwrap();
-        assert_eq!((stats.records, stats.paragraphs, stats.duplicates), (4, 5, 2));
+        assert_eq!(
+            (stats.records, stats.paragraphs, stats.duplicates),
+            (4, 5, 2)
+        );
     }
 
     #[test]
@@ -358,20 +361,35 @@ mod tests {
     #[test]
     fn broken_json_names_the_record_where_it_broke() {
         let dir = tempfile::tempdir().unwrap();
-        let broken = write(&dir, "broken.json", r#"[{"context":[["A",["a."]]]}, {"context": [["B""#);
+        let broken = write(
+            &dir,
+            "broken.json",
+            r#"[{"context":[["A",["a."]]]}, {"context": [["B""#,
+        );
         let (items, _) = collect(&[broken], true);
         let msg = items.unwrap_err().to_string();
         assert!(msg.contains("record 2: invalid JSON"), "{msg}");
 
         let not_json = write(&dir, "x.txt", "hello");
-        assert!(collect(&[not_json], false).0.unwrap_err().to_string().contains("not HotpotQA JSON"));
+        assert!(collect(&[not_json], false)
+            .0
+            .unwrap_err()
+            .to_string()
+            .contains("not HotpotQA JSON"));
         let empty = write(&dir, "empty.json", "  \n");
-        assert!(collect(&[empty], false).0.unwrap_err().to_string().contains("empty"));
+        assert!(collect(&[empty], false)
+            .0
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
     }
 
     #[test]
     fn missing_file_is_a_clear_error() {
         let (items, _) = collect(&[PathBuf::from("/nonexistent/corpus.json")], false);
-        assert!(items.unwrap_err().to_string().contains("/nonexistent/corpus.json"));
+        assert!(items
+            .unwrap_err()
+            .to_string()
+            .contains("/nonexistent/corpus.json"));
     }
 }

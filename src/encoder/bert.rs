@@ -156,7 +156,12 @@ impl BertEmbeddings {
         })
     }
 
-    pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: &Tensor,
+        train: bool,
+    ) -> Result<Tensor> {
         let (_batch, seq_len) = input_ids.dims2()?;
         let positions = Tensor::arange(0u32, seq_len as u32, input_ids.device())?;
         let words = self.word_embeddings.forward(input_ids)?;
@@ -211,7 +216,10 @@ impl BertLayer {
         let weights = [self.query.weight(), self.key.weight(), self.value.weight()];
         let biases = [&self.query, &self.key, &self.value]
             .map(|l| l.bias().expect("BERT projections are loaded with a bias"));
-        Ok(Linear::new(Tensor::cat(&weights, 0)?, Some(Tensor::cat(&biases, 0)?)))
+        Ok(Linear::new(
+            Tensor::cat(&weights, 0)?,
+            Some(Tensor::cat(&biases, 0)?),
+        ))
     }
 
     pub fn forward(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
@@ -229,7 +237,9 @@ impl BertLayer {
         let inner = match (self.act, train) {
             (HiddenAct::Gelu, false) => kernels::bias_gelu(
                 &matmul_tokens(self.intermediate.weight(), &xs)?,
-                self.intermediate.bias().expect("BERT projections are loaded with a bias"),
+                self.intermediate
+                    .bias()
+                    .expect("BERT projections are loaded with a bias"),
             )?,
             (HiddenAct::Gelu, true) => linear_tokens(&self.intermediate, &xs)?.gelu_erf()?,
             (HiddenAct::GeluApproximate, _) => linear_tokens(&self.intermediate, &xs)?.gelu()?,

@@ -21,7 +21,8 @@ fn exp_approx(x: f32) -> f32 {
     let p = 1.0
         + r * (1.0
             + r * (0.5
-                + r * (0.166_666_67 + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
+                + r * (0.166_666_67
+                    + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
     let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
     p * scale
 }
@@ -131,7 +132,8 @@ impl CustomOp2 for BiasGelu {
 
 /// `gelu(xs + bias)` for `xs` `[.., width]` and `bias` `[width]`.
 pub fn bias_gelu(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
-    xs.contiguous()?.apply_op2_no_bwd(&bias.contiguous()?, &BiasGelu)
+    xs.contiguous()?
+        .apply_op2_no_bwd(&bias.contiguous()?, &BiasGelu)
 }
 
 /// Multi-head self-attention straight from the fused QKV projection: for each sequence and
@@ -314,8 +316,16 @@ mod tests {
     /// The reference: candle's composite attention with an additive padding mask.
     fn reference_attention(qkv: &Tensor, lengths: &[u32], heads: usize, dh: usize) -> Tensor {
         let (b, t, _) = qkv.dims3().unwrap();
-        let qkv = qkv.reshape((b, t, 3, heads, dh)).unwrap().permute((2, 0, 3, 1, 4)).unwrap();
-        let (q, k, v) = (qkv.get(0).unwrap(), qkv.get(1).unwrap(), qkv.get(2).unwrap());
+        let qkv = qkv
+            .reshape((b, t, 3, heads, dh))
+            .unwrap()
+            .permute((2, 0, 3, 1, 4))
+            .unwrap();
+        let (q, k, v) = (
+            qkv.get(0).unwrap(),
+            qkv.get(1).unwrap(),
+            qkv.get(2).unwrap(),
+        );
         let q = (q.contiguous().unwrap() / (dh as f64).sqrt()).unwrap();
         let mask: Vec<f32> = lengths
             .iter()
@@ -323,7 +333,8 @@ mod tests {
             .collect();
         let mask = Tensor::from_vec(mask, (b, 1, 1, t), qkv.device()).unwrap();
         let scores = q.matmul(&k.contiguous().unwrap().t().unwrap()).unwrap();
-        let probs = candle_nn::ops::softmax(&scores.broadcast_add(&mask).unwrap(), D::Minus1).unwrap();
+        let probs =
+            candle_nn::ops::softmax(&scores.broadcast_add(&mask).unwrap(), D::Minus1).unwrap();
         probs
             .matmul(&v.contiguous().unwrap())
             .unwrap()
@@ -343,11 +354,28 @@ mod tests {
         let theirs = reference_attention(&qkv, &lengths, heads, dh);
         for (b, &len) in lengths.iter().enumerate() {
             let real = |x: &Tensor| x.get(b).unwrap().narrow(0, 0, len as usize).unwrap();
-            let diff = (real(&ours) - real(&theirs)).unwrap().abs().unwrap().max_all().unwrap();
+            let diff = (real(&ours) - real(&theirs))
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap();
             assert!(diff.to_scalar::<f32>().unwrap() < 1e-5, "sequence {b}");
             // Padding rows are zero: nothing reads them.
-            let pad = ours.get(b).unwrap().narrow(0, len as usize, t - len as usize).unwrap();
-            assert_eq!(pad.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap(), 0.0);
+            let pad = ours
+                .get(b)
+                .unwrap()
+                .narrow(0, len as usize, t - len as usize)
+                .unwrap();
+            assert_eq!(
+                pad.abs()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap(),
+                0.0
+            );
         }
     }
 }

@@ -57,7 +57,6 @@ struct SentenceTransformersConfig {
     prompts: std::collections::HashMap<String, String>,
 }
 
-
 fn read_optional_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
     if path.exists() {
         util::read_json(path)
@@ -91,7 +90,10 @@ impl Encoder {
         let config: Config = util::read_json(&model_dir.join("config.json"))?;
         if let Some(kind) = config.model_type.as_deref() {
             if !["bert", "roberta", "xlm-roberta"].contains(&kind) && !kind.contains("bert") {
-                bail!("{}: model_type '{kind}' is not a BERT encoder", model_dir.display());
+                bail!(
+                    "{}: model_type '{kind}' is not a BERT encoder",
+                    model_dir.display()
+                );
             }
         }
         let st_config: SentenceBertConfig =
@@ -181,7 +183,10 @@ impl Encoder {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| anyhow!("tokenising: {e}"))?;
-        Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
+        Ok(encodings
+            .into_iter()
+            .map(|e| e.get_ids().to_vec())
+            .collect())
     }
 
     pub fn check_depths(&self, depths: &[usize]) -> Result<usize> {
@@ -241,7 +246,10 @@ impl Encoder {
         depths: &[usize],
         deepest: usize,
     ) -> Result<Vec<Vec<f32>>> {
-        let inputs = BatchInputs::new(batch.iter().map(|&i| ids[i].as_slice()), self.model.device())?;
+        let inputs = BatchInputs::new(
+            batch.iter().map(|&i| ids[i].as_slice()),
+            self.model.device(),
+        )?;
         let states = self.model.forward_layers(
             &inputs.input_ids,
             &inputs.token_type_ids,
@@ -267,9 +275,17 @@ pub struct BatchInputs {
 }
 
 impl BatchInputs {
-    pub fn new<'a>(sequences: impl Iterator<Item = &'a [u32]> + Clone, device: &Device) -> Result<Self> {
+    pub fn new<'a>(
+        sequences: impl Iterator<Item = &'a [u32]> + Clone,
+        device: &Device,
+    ) -> Result<Self> {
         let rows = sequences.clone().count();
-        let width = sequences.clone().map(<[u32]>::len).max().unwrap_or(0).max(1);
+        let width = sequences
+            .clone()
+            .map(<[u32]>::len)
+            .max()
+            .unwrap_or(0)
+            .max(1);
         let mut input_ids = vec![0u32; rows * width];
         let mut mask = vec![0u32; rows * width];
         for (row, seq) in sequences.enumerate() {
@@ -287,7 +303,11 @@ impl BatchInputs {
 /// Groups sequence indices into batches of similar length (longest first), each with at most
 /// `max_sequences` members and at most `max_tokens` padded tokens, so little compute is spent on
 /// padding.
-pub fn length_batches(ids: &[Vec<u32>], max_sequences: usize, max_tokens: usize) -> Vec<Vec<usize>> {
+pub fn length_batches(
+    ids: &[Vec<u32>],
+    max_sequences: usize,
+    max_tokens: usize,
+) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
     let mut batches = Vec::new();
@@ -405,7 +425,10 @@ mod tests {
         )
         .unwrap();
         let q = prefixed.encode_queries(&["the city"], 3).unwrap();
-        let manual = prefixed.encode(&["query: the city"], &[3]).unwrap().remove(0);
+        let manual = prefixed
+            .encode(&["query: the city"], &[3])
+            .unwrap()
+            .remove(0);
         assert!(cosine(q.row(0), manual.row(0)) > 0.99999);
     }
 
@@ -430,7 +453,10 @@ mod tests {
         for batch in &batches {
             assert!(batch.len() <= 3);
             let width = batch.iter().map(|&i| ids[i].len()).max().unwrap();
-            assert!(width * batch.len() <= 20, "batch {batch:?} exceeds the token budget");
+            assert!(
+                width * batch.len() <= 20,
+                "batch {batch:?} exceeds the token budget"
+            );
         }
         // Longest first: the first batch holds the two 9-token sequences.
         assert_eq!(ids[batches[0][0]].len(), 9);

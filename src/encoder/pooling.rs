@@ -30,18 +30,20 @@ impl Pooling {
         if !path.exists() {
             return Ok(None);
         }
-        let text =
-            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         let cfg: SentenceTransformersPooling =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        Ok(match (cfg.pooling_mode_cls_token, cfg.pooling_mode_mean_tokens) {
-            (true, _) => Some(Pooling::Cls),
-            (false, true) => Some(Pooling::Mean),
-            _ => anyhow::bail!(
-                "{}: only CLS and mean pooling are supported",
-                path.display()
-            ),
-        })
+        Ok(
+            match (cfg.pooling_mode_cls_token, cfg.pooling_mode_mean_tokens) {
+                (true, _) => Some(Pooling::Cls),
+                (false, true) => Some(Pooling::Mean),
+                _ => anyhow::bail!(
+                    "{}: only CLS and mean pooling are supported",
+                    path.display()
+                ),
+            },
+        )
     }
 
     /// `states` `[batch, seq, hidden]`, `mask` `[batch, seq]` of 0/1 -> `[batch, hidden]`.

@@ -47,9 +47,11 @@ fn vocabulary() -> Vec<String> {
     vocab.extend(symbols.iter().map(|c| format!("##{c}")));
     vocab.extend(".,:;?!'\"()-".chars().map(|c| c.to_string()));
     vocab.extend(
-        ["the", "of", "and", "is", "was", "in", "who", "what", "film", "city", "river"]
-            .iter()
-            .map(|w| w.to_string()),
+        [
+            "the", "of", "and", "is", "was", "in", "who", "what", "film", "city", "river",
+        ]
+        .iter()
+        .map(|w| w.to_string()),
     );
     vocab
 }
@@ -143,8 +145,14 @@ impl TinyBert {
         };
         write("config.json", &config)?;
         write("1_Pooling/config.json", &pooling)?;
-        write("tokenizer.json", &tokenizer_json(&vocab, self.max_positions))?;
-        write("sentence_bert_config.json", &json!({"max_seq_length": self.max_positions}))?;
+        write(
+            "tokenizer.json",
+            &tokenizer_json(&vocab, self.max_positions),
+        )?;
+        write(
+            "sentence_bert_config.json",
+            &json!({"max_seq_length": self.max_positions}),
+        )?;
         candle_core::safetensors::save(&self.weights(vocab.len())?, dir.join("model.safetensors"))
             .context("writing model.safetensors")?;
         Ok(())
@@ -156,9 +164,18 @@ impl TinyBert {
         let mut w = HashMap::new();
         let ones = |n: usize| Tensor::ones(n, candle_core::DType::F32, &Device::Cpu);
         let zeros = |n: usize| Tensor::zeros(n, candle_core::DType::F32, &Device::Cpu);
-        w.insert("embeddings.word_embeddings.weight".into(), rng.tensor(&[vocab_size, h], 1.0)?);
-        w.insert("embeddings.position_embeddings.weight".into(), rng.tensor(&[self.max_positions, h], 0.3)?);
-        w.insert("embeddings.token_type_embeddings.weight".into(), rng.tensor(&[2, h], 0.3)?);
+        w.insert(
+            "embeddings.word_embeddings.weight".into(),
+            rng.tensor(&[vocab_size, h], 1.0)?,
+        );
+        w.insert(
+            "embeddings.position_embeddings.weight".into(),
+            rng.tensor(&[self.max_positions, h], 0.3)?,
+        );
+        w.insert(
+            "embeddings.token_type_embeddings.weight".into(),
+            rng.tensor(&[2, h], 0.3)?,
+        );
         w.insert("embeddings.LayerNorm.weight".into(), ones(h)?);
         w.insert("embeddings.LayerNorm.bias".into(), zeros(h)?);
         let scale = 1.0 / (h as f32).sqrt();
@@ -172,7 +189,10 @@ impl TinyBert {
                 ("intermediate.dense", i, h),
                 ("output.dense", h, i),
             ] {
-                w.insert(format!("{p}.{name}.weight"), rng.tensor(&[out, inp], scale * 2.0)?);
+                w.insert(
+                    format!("{p}.{name}.weight"),
+                    rng.tensor(&[out, inp], scale * 2.0)?,
+                );
                 w.insert(format!("{p}.{name}.bias"), rng.tensor(&[out], 0.1)?);
             }
             for name in ["attention.output.LayerNorm", "output.LayerNorm"] {

@@ -6,7 +6,10 @@ use std::collections::HashMap;
 /// punctuation, drop the articles a/an/the, collapse whitespace.
 pub fn normalize_answer(s: &str) -> String {
     let lower = s.to_lowercase();
-    let no_punct: String = lower.chars().filter(|c| !c.is_ascii_punctuation()).collect();
+    let no_punct: String = lower
+        .chars()
+        .filter(|c| !c.is_ascii_punctuation())
+        .collect();
     no_punct
         .split_whitespace()
         .filter(|w| !matches!(*w, "a" | "an" | "the"))

@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{self, Summary};
 use super::{metrics, RetrievalScores, RECALL_KS};
-use crate::progress::{Progress, ProgressMode};
 use crate::corpus::{Paragraph, Question};
 use crate::generate::{Generator, PromptSpec};
+use crate::progress::{Progress, ProgressMode};
 use crate::retrieve::{Mode, Retriever, SearchTimings};
 
 pub const PREDICTIONS_FILE: &str = "predictions.jsonl";

@@ -111,7 +111,10 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         .collect::<Result<Vec<_>>>()?;
 
     let mut encoder_options = options.encoder.clone();
-    encoder_options.max_layers = options.layers.as_ref().and_then(|l| l.iter().max().copied());
+    encoder_options.max_layers = options
+        .layers
+        .as_ref()
+        .and_then(|l| l.iter().max().copied());
     let encoder = Encoder::load(&options.model_dir, &encoder_options)?;
     let layers = options
         .layers
@@ -288,7 +291,10 @@ fn encode_corpus(
         if chunk.is_empty() {
             break;
         }
-        let texts: Vec<String> = chunk.iter().map(|p| p.render(&checkpoint.plan.template)).collect();
+        let texts: Vec<String> = chunk
+            .iter()
+            .map(|p| p.render(&checkpoint.plan.template))
+            .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = encoder.encode(&refs, &layers)?;
         for paragraph in &chunk {
@@ -344,13 +350,22 @@ fn build_bm25(work: &Path, documents: u64, mode: ProgressMode) -> Result<()> {
     Ok(())
 }
 
-fn build_dense(work: &Path, depth: usize, stored_dim: usize, dim: usize, documents: u64) -> Result<()> {
+fn build_dense(
+    work: &Path,
+    depth: usize,
+    stored_dim: usize,
+    dim: usize,
+    documents: u64,
+) -> Result<()> {
     create_dir(&work.join("dense"))?;
     let path = vectors_file(work, depth);
     let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let expected = documents * stored_dim as u64 * 4;
     if file.metadata()?.len() != expected {
-        bail!("{} does not hold {documents} vectors; rebuild with --fresh", path.display());
+        bail!(
+            "{} does not hold {documents} vectors; rebuild with --fresh",
+            path.display()
+        );
     }
     let mut reader = BufReader::with_capacity(1 << 22, file);
     let mut index = DenseIndex::new(stored_dim)?;
@@ -360,7 +375,9 @@ fn build_dense(work: &Path, depth: usize, stored_dim: usize, dim: usize, documen
     while remaining > 0 {
         let rows = remaining.min(rows_per_block);
         let bytes = &mut buf[..rows * stored_dim * 4];
-        reader.read_exact(bytes).with_context(|| format!("reading {}", path.display()))?;
+        reader
+            .read_exact(bytes)
+            .with_context(|| format!("reading {}", path.display()))?;
         let floats: Vec<f32> = bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))

@@ -109,7 +109,10 @@ impl DocStore {
             .and_then(|mut f| f.read_to_end(&mut raw))
             .with_context(|| format!("reading {}", offsets_path.display()))?;
         if raw.len() % 8 != 0 {
-            bail!("{} is corrupt (length not a multiple of 8)", offsets_path.display());
+            bail!(
+                "{} is corrupt (length not a multiple of 8)",
+                offsets_path.display()
+            );
         }
         let offsets = raw
             .chunks_exact(8)
@@ -172,7 +175,10 @@ mod tests {
         w.append(&para("b")).unwrap();
         w.sync().unwrap();
         drop(w);
-        assert_eq!(DocStore::open(dir.path()).unwrap().get(1).unwrap(), para("b"));
+        assert_eq!(
+            DocStore::open(dir.path()).unwrap().get(1).unwrap(),
+            para("b")
+        );
 
         // Reopening at the first mark forgets "b", as a resumed build must.
         let mut w = DocStoreWriter::open_at(dir.path(), mark).unwrap();

@@ -49,7 +49,8 @@ impl ModelIdentity {
         let bytes = std::fs::metadata(weights)
             .with_context(|| format!("reading {}", weights.display()))?
             .len();
-        if bytes != self.weights_bytes || crate::util::sha256_file(weights)? != self.weights_sha256 {
+        if bytes != self.weights_bytes || crate::util::sha256_file(weights)? != self.weights_sha256
+        {
             bail!(
                 "model {} does not match the index, which was built with {} (sha256 {}); rebuild the index or pass that model",
                 encoder.model_dir.display(),
@@ -134,10 +135,7 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "no index at {} (build one with `rag index`)",
-                dir.display()
-            )
+            format!("no index at {} (build one with `rag index`)", dir.display())
         })?;
         let manifest: Manifest =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
@@ -168,7 +166,10 @@ impl Manifest {
         }
         let dim = dim.unwrap_or(self.default_dim);
         if dim == 0 || dim > self.stored_dim {
-            bail!("--dim {dim} is outside 1..={} for this index", self.stored_dim);
+            bail!(
+                "--dim {dim} is outside 1..={} for this index",
+                self.stored_dim
+            );
         }
         Ok((depth, dim))
     }

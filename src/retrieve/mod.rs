@@ -125,7 +125,15 @@ impl Retriever {
         let (layers, dim) = self.index.manifest.resolve(request.layers, request.dim)?;
         let mut timings = SearchTimings::default();
         let ranked = self
-            .rank_encoded(&[query], encoded, request.mode, layers, dim, request.k, &mut timings)?
+            .rank_encoded(
+                &[query],
+                encoded,
+                request.mode,
+                layers,
+                dim,
+                request.k,
+                &mut timings,
+            )?
             .pop()
             .unwrap_or_default();
         let hits = ranked
@@ -213,12 +221,19 @@ impl Retriever {
         let started = Instant::now();
         let vectors = match encoded {
             Some(full) if full.rows == queries.len() => full.truncated(dim),
-            Some(full) => bail!("{} vectors given for {} questions", full.rows, queries.len()),
+            Some(full) => bail!(
+                "{} vectors given for {} questions",
+                full.rows,
+                queries.len()
+            ),
             None => self.encoder.encode_queries(queries, layers)?.truncated(dim),
         };
         timings.encode_ms += ms(started);
         let started = Instant::now();
-        let hits = self.index.dense(layers, dim)?.search_many(&vectors.data, k)?;
+        let hits = self
+            .index
+            .dense(layers, dim)?
+            .search_many(&vectors.data, k)?;
         timings.search_ms += ms(started);
         Ok(hits)
     }
