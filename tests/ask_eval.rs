@@ -12,6 +12,7 @@ use rag::encoder::EncoderOptions;
 use rag::eval::run::{self, Cell, RunConfig, RunOptions};
 use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
+use rag::progress::ProgressMode;
 use rag::retrieve::{Mode, Retriever};
 
 /// `records` HotpotQA questions, each asking about its first paragraph ("fact n") among
@@ -45,7 +46,7 @@ fn build_options(model: &Path, corpus: &Path, index_dir: &Path) -> BuildOptions 
         chunk_size: 16,
         skip_bad: false,
         fresh: false,
-        progress: false,
+        progress: ProgressMode::Quiet,
     }
 }
 
@@ -96,7 +97,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         retriever: Some(&retriever),
         generator: None,
         fresh,
-        progress: false,
+        progress: ProgressMode::Quiet,
     };
     let summary = run::run(&options(&config, false)).unwrap();
     assert_eq!(summary.cells.len(), 3);
