@@ -173,7 +173,52 @@ impl BertEmbeddings {
     }
 }
 
+/// A projection kept for inference with its weight transposed to `[in, out]` and contiguous: the
+/// GEMM then reads it in place instead of repacking it on every call, which was most of the
+/// cost of encoding one short question.
+struct Projection {
+    weight_t: Tensor,
+    bias: Tensor,
+}
+
+impl Projection {
+    fn of(layers: &[&Linear]) -> Result<Self> {
+        let weights: Vec<&Tensor> = layers.iter().map(|l| l.weight()).collect();
+        let biases: Vec<&Tensor> = layers
+            .iter()
+            .map(|l| l.bias().expect("BERT projections are loaded with a bias"))
+            .collect();
+        Ok(Self {
+            weight_t: Tensor::cat(&weights, 0)?.t()?.contiguous()?,
+            bias: Tensor::cat(&biases, 0)?,
+        })
+    }
+
+    /// `xs W^T` for `[batch, seq, in]`, bias not added.
+    fn matmul(&self, xs: &Tensor) -> Result<Tensor> {
+        let (batch, seq, hidden) = xs.dims3()?;
+        let out = xs.reshape((batch * seq, hidden))?.matmul(&self.weight_t)?;
+        let out_dim = out.dim(1)?;
+        out.reshape((batch, seq, out_dim))
+    }
+
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        self.matmul(xs)?.broadcast_add(&self.bias)
+    }
+}
+
+/// The inference copies of a layer's projections (Q, K and V fused into one).
+struct InferenceWeights {
+    qkv: Projection,
+    attention_output: Projection,
+    intermediate: Projection,
+    output: Projection,
+}
+
 pub struct BertLayer {
+    /// Built by [`BertModel::prepare_inference`]; training never uses it, since optimizer steps
+    /// would leave it stale.
+    inference: Option<InferenceWeights>,
     query: Linear,
     key: Linear,
     value: Linear,
@@ -194,6 +239,7 @@ impl BertLayer {
         let h = cfg.hidden_size;
         let attn = vb.pp("attention");
         Ok(Self {
+            inference: None,
             query: linear(h, h, attn.pp("self").pp("query"))?,
             key: linear(h, h, attn.pp("self").pp("key"))?,
             value: linear(h, h, attn.pp("self").pp("value"))?,
@@ -222,7 +268,45 @@ impl BertLayer {
         ))
     }
 
+    fn prepare_inference(&mut self) -> Result<()> {
+        self.inference = Some(InferenceWeights {
+            qkv: Projection::of(&[&self.query, &self.key, &self.value])?,
+            attention_output: Projection::of(&[&self.attention_output])?,
+            intermediate: Projection::of(&[&self.intermediate])?,
+            output: Projection::of(&[&self.output])?,
+        });
+        Ok(())
+    }
+
     pub fn forward(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
+        match (&self.inference, train, self.act) {
+            (Some(weights), false, HiddenAct::Gelu) => self.forward_inference(weights, xs, mask),
+            _ => self.forward_composite(xs, mask, train),
+        }
+    }
+
+    /// The fast path: prepared weights and the fused kernels.
+    fn forward_inference(
+        &self,
+        weights: &InferenceWeights,
+        xs: &Tensor,
+        mask: &AttentionMask,
+    ) -> Result<Tensor> {
+        let qkv = weights.qkv.forward(xs)?;
+        let context = kernels::attention(&qkv, &mask.lengths, self.num_heads, self.head_dim)?;
+        let attended = weights.attention_output.forward(&context)?;
+        let xs = self.attention_norm.forward(&(attended + xs)?, false)?;
+        let inner = kernels::bias_gelu(
+            &weights.intermediate.matmul(&xs)?,
+            &weights.intermediate.bias,
+        )?;
+        let out = weights.output.forward(&inner)?;
+        self.output_norm.forward(&(out + xs)?, false)
+    }
+
+    /// candle's own ops throughout: what training differentiates, and what runs before
+    /// inference weights are prepared.
+    fn forward_composite(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
         let (batch, seq, hidden) = xs.dims3()?;
         let qkv = linear_tokens(&self.qkv()?, xs)?;
         let context = if train {
@@ -234,16 +318,11 @@ impl BertLayer {
         let attended = self.hidden_dropout.forward(&attended, train)?;
         let xs = self.attention_norm.forward(&(attended + xs)?, train)?;
 
-        let inner = match (self.act, train) {
-            (HiddenAct::Gelu, false) => kernels::bias_gelu(
-                &matmul_tokens(self.intermediate.weight(), &xs)?,
-                self.intermediate
-                    .bias()
-                    .expect("BERT projections are loaded with a bias"),
-            )?,
-            (HiddenAct::Gelu, true) => linear_tokens(&self.intermediate, &xs)?.gelu_erf()?,
-            (HiddenAct::GeluApproximate, _) => linear_tokens(&self.intermediate, &xs)?.gelu()?,
-            (HiddenAct::Relu, _) => linear_tokens(&self.intermediate, &xs)?.relu()?,
+        let inner = linear_tokens(&self.intermediate, &xs)?;
+        let inner = match self.act {
+            HiddenAct::Gelu => inner.gelu_erf()?,
+            HiddenAct::GeluApproximate => inner.gelu()?,
+            HiddenAct::Relu => inner.relu()?,
         };
         let out = linear_tokens(&self.output, &inner)?;
         let out = self.hidden_dropout.forward(&out, train)?;
@@ -320,6 +399,14 @@ impl BertModel {
             layers,
             config: cfg.clone(),
         })
+    }
+
+    /// Prepares transposed, fused copies of the projection weights for fast inference. Call it
+    /// once on a model that will not be trained further (the encoder does).
+    pub fn prepare_inference(&mut self) -> Result<()> {
+        self.layers
+            .iter_mut()
+            .try_for_each(BertLayer::prepare_inference)
     }
 
     /// Number of transformer layers this instance can run.

@@ -136,8 +136,9 @@ impl Encoder {
             VarBuilder::from_pth(&weights_path, DType::F32, &device)
         }
         .with_context(|| format!("opening {}", weights_path.display()))?;
-        let model = BertModel::load(vb, &config, options.max_layers)
+        let mut model = BertModel::load(vb, &config, options.max_layers)
             .with_context(|| format!("loading BERT weights from {}", weights_path.display()))?;
+        model.prepare_inference()?;
 
         Ok(Self {
             model,
@@ -430,6 +431,39 @@ mod tests {
             .unwrap()
             .remove(0);
         assert!(cosine(q.row(0), manual.row(0)) > 0.99999);
+    }
+
+    #[test]
+    fn prepared_inference_matches_the_composite_path_training_uses() {
+        let (dir, encoder) = tiny(Pooling::Mean);
+        let config: Config = util::read_json(&dir.path().join("config.json")).unwrap();
+        let weights = [dir.path().join("model.safetensors")];
+        // SAFETY: the test's own file, not written while mapped.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weights, DType::F32, &Device::Cpu) }
+            .unwrap();
+        let composite = BertModel::load(vb, &config, None).unwrap();
+        let ids = encoder.tokenize(&TEXTS).unwrap();
+        let inputs = BatchInputs::new(ids.iter().map(Vec::as_slice), &Device::Cpu).unwrap();
+        let pooled = |model: &BertModel| {
+            let states = model
+                .forward(
+                    &inputs.input_ids,
+                    &inputs.token_type_ids,
+                    &inputs.attention_mask,
+                    3,
+                )
+                .unwrap();
+            let pooled = Pooling::Mean.pool(&states, &inputs.attention_mask).unwrap();
+            Matrix::from_vec(
+                TEXTS.len(),
+                32,
+                pooled.flatten_all().unwrap().to_vec1().unwrap(),
+            )
+        };
+        let (fast, slow) = (pooled(encoder.model()), pooled(&composite));
+        for row in 0..TEXTS.len() {
+            assert!(cosine(fast.row(row), slow.row(row)) > 0.99999, "text {row}");
+        }
     }
 
     #[test]
