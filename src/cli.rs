@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -548,6 +549,7 @@ fn run_ask(args: AskArgs) -> Result<()> {
             print!("{piece}");
             let _ = std::io::stdout().flush();
         }
+        true
     })?;
     let total_ms = ms(started);
     let llama_ms = generation.llama_prompt_eval_ms + generation.llama_eval_ms;
@@ -840,13 +842,6 @@ fn run_bench_query(args: BenchQueryArgs) -> Result<()> {
 }
 
 fn run_serve(args: ServeArgs) -> Result<()> {
-    if let Some(llm) = &args.llm {
-        // The generator lands with `rag ask`; until then /ask is served without one.
-        anyhow::bail!(
-            "--llm {}: this build has no generator yet; run without --llm (POST /ask will answer 503)",
-            llm.display()
-        );
-    }
     if !(args.batch_window_ms.is_finite() && args.batch_window_ms >= 0.0) {
         anyhow::bail!("--batch-window-ms must be a number of milliseconds, 0 or more");
     }
@@ -876,11 +871,20 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             "listening on http://{} (loading models)",
             listener.local_addr()?
         );
-        let (index_dir, model) = (args.index, args.model);
+        let (index_dir, model, llm) = (args.index, args.model, args.llm);
         let load = move || {
+            let retriever = Arc::new(Retriever::open(&index_dir, model.as_deref())?);
+            let answerer = match llm {
+                Some(path) => Some(Arc::new(serve::RagAnswerer {
+                    retriever: Arc::clone(&retriever),
+                    generator: Generator::load(&path, &GeneratorOptions::default())?,
+                    spec: PromptSpec::from_flags(None, None)?,
+                }) as Arc<dyn serve::Answerer>),
+                None => None,
+            };
             Ok(serve::Models {
-                retriever: Retriever::open(&index_dir, model.as_deref())?,
-                answerer: None,
+                retriever,
+                answerer,
             })
         };
         serve::serve(listener, config, load, serve::shutdown_signal()).await

@@ -133,7 +133,7 @@ impl TestServer {
         let index_dir = index_dir.to_path_buf();
         let server = Self::start(config, move || {
             Ok(Models {
-                retriever: Retriever::open(&index_dir, None)?,
+                retriever: Arc::new(Retriever::open(&index_dir, None)?),
                 answerer,
             })
         });
@@ -720,7 +720,7 @@ fn health_says_loading_until_the_models_are_in() {
     let server = TestServer::start(ServeConfig::default(), move || {
         let _ = wait.recv();
         Ok(Models {
-            retriever: Retriever::open(&index_dir, None)?,
+            retriever: Arc::new(Retriever::open(&index_dir, None)?),
             answerer: None,
         })
     });

@@ -289,7 +289,7 @@ fn predict(
     };
     if let Some((generator, spec)) = options.generator {
         let answer = generator
-            .answer(spec, &question.question, &context.paragraphs, |_| {})
+            .answer(spec, &question.question, &context.paragraphs, |_| true)
             .with_context(|| format!("answering question {}", question.id))?;
         let kept = context.paragraphs.len() - answer.dropped;
         prediction.context_titles = context.paragraphs[..kept]

@@ -190,7 +190,7 @@ impl Generator {
         spec: &PromptSpec,
         question: &str,
         passages: &[crate::corpus::Paragraph],
-        on_token: impl FnMut(&str),
+        on_token: impl FnMut(&str) -> bool,
     ) -> Result<Answer> {
         let started = Instant::now();
         let (prompt, dropped) = spec.build_within(question, passages, |p| self.fits(p))?;
@@ -203,8 +203,13 @@ impl Generator {
         })
     }
 
-    /// Greedy-decodes an answer; `on_token` gets the answer's text as it grows, piece by piece.
-    pub fn generate(&self, prompt: &Prompt, mut on_token: impl FnMut(&str)) -> Result<Generation> {
+    /// Greedy-decodes an answer; `on_token` gets the answer's text as it grows, piece by piece,
+    /// and returns false to stop early (a client that went away).
+    pub fn generate(
+        &self,
+        prompt: &Prompt,
+        mut on_token: impl FnMut(&str) -> bool,
+    ) -> Result<Generation> {
         let tokens = self.tokenize(prompt)?;
         let needed = tokens.len() + self.options.max_tokens;
         if needed > self.ctx_size as usize {
@@ -251,8 +256,13 @@ impl Generator {
                 break "eog";
             }
             generated += 1;
-            if answer.push(&vocab.token_to_piece(token, false, None), &mut on_token) {
+            let mut wanted = true;
+            let piece = vocab.token_to_piece(token, false, None);
+            if answer.push(&piece, &mut |text| wanted &= on_token(text)) {
                 break "newline";
+            }
+            if !wanted {
+                break "stopped";
             }
             if generated >= self.options.max_tokens {
                 break "max_tokens";

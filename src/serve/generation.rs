@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
@@ -14,7 +15,9 @@ use tokio::sync::mpsc as async_mpsc;
 
 use super::error::ApiError;
 use super::metrics::Metrics;
-use crate::retrieve::{Hit, Mode};
+use crate::corpus::Paragraph;
+use crate::generate::{Generator, PromptSpec};
+use crate::retrieve::{Hit, Mode, Retriever, SearchRequest};
 
 /// Tokens buffered between the generator and a slow client before generation waits for it.
 const TOKEN_BUFFER: usize = 64;
@@ -52,6 +55,61 @@ pub trait Answerer: Send + Sync {
         options: &AskOptions,
         on_token: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AskResult>;
+}
+
+/// The real answerer: retrieval from the served index, then the llama.cpp generator.
+pub struct RagAnswerer {
+    pub retriever: Arc<Retriever>,
+    pub generator: Generator,
+    pub spec: PromptSpec,
+}
+
+impl Answerer for RagAnswerer {
+    fn name(&self) -> String {
+        self.generator.name.clone()
+    }
+
+    fn answer(
+        &self,
+        question: &str,
+        options: &AskOptions,
+        on_token: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<AskResult> {
+        let started = Instant::now();
+        let response = self.retriever.search(&SearchRequest {
+            query: question,
+            k: options.top_k,
+            mode: options.mode,
+            layers: None,
+            dim: None,
+        })?;
+        let retrieve_ms = ms(started);
+        let passages: Vec<Paragraph> = response
+            .hits
+            .iter()
+            .map(|h| Paragraph {
+                title: h.title.clone(),
+                text: h.text.clone(),
+            })
+            .collect();
+        let generated = Instant::now();
+        let answer = self
+            .generator
+            .answer(&self.spec, question, &passages, |piece| on_token(piece))?;
+        Ok(AskResult {
+            answer: answer.generation.text,
+            sources: response.hits,
+            timings: AskTimings {
+                retrieve_ms,
+                generate_ms: ms(generated),
+                total_ms: ms(started),
+            },
+        })
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
 }
 
 pub enum AskEvent {

@@ -21,7 +21,9 @@ use tokio::sync::Semaphore;
 
 pub use batcher::{BatchOptions, Batcher};
 pub use error::ApiError;
-pub use generation::{Answerer, AskEvent, AskOptions, AskResult, AskTimings, GenerationQueue};
+pub use generation::{
+    Answerer, AskEvent, AskOptions, AskResult, AskTimings, GenerationQueue, RagAnswerer,
+};
 use metrics::Metrics;
 
 use crate::retrieve::Retriever;
@@ -67,7 +69,7 @@ pub struct ServeConfig {
 
 /// What the server serves, loaded once before it reports ready.
 pub struct Models {
-    pub retriever: Retriever,
+    pub retriever: Arc<Retriever>,
     /// `None` when no generator was given: `/ask` then answers 503 saying so.
     pub answerer: Option<Arc<dyn Answerer>>,
 }
@@ -82,7 +84,7 @@ struct Ready {
 
 impl Ready {
     fn start(models: Models, config: &ServeConfig, metrics: &Arc<Metrics>) -> Result<Self> {
-        let retriever = Arc::new(models.retriever);
+        let retriever = models.retriever;
         let (batcher, embed_worker) = Batcher::start(
             Arc::clone(&retriever),
             config.batch.clone(),
