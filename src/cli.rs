@@ -18,7 +18,7 @@ use crate::generate::{
 };
 use crate::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use crate::progress::ProgressMode;
-use crate::retrieve::{Mode, Retriever, SearchRequest, SearchResponse};
+use crate::retrieve::{Hit, Mode, Retriever, SearchRequest, SearchResponse};
 use crate::serve;
 use crate::util::NumberList;
 
@@ -531,14 +531,7 @@ fn run_ask(args: AskArgs) -> Result<()> {
         layers: args.layers,
         dim: args.dim,
     })?;
-    let passages: Vec<Paragraph> = response
-        .hits
-        .iter()
-        .map(|h| Paragraph {
-            title: h.title.clone(),
-            text: h.text.clone(),
-        })
-        .collect();
+    let passages: Vec<Paragraph> = response.hits.iter().map(Hit::paragraph).collect();
     let stream = args.stream && !args.json;
     let Answer {
         generation,

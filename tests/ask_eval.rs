@@ -186,14 +186,21 @@ fn default_generator_answers_from_context_and_trims_it() {
     assert_eq!(answer.dropped, 0);
     // A listener that stops wanting tokens (a client gone) ends generation at once.
     let stopped = generator
-        .answer(&spec, "What is the capital of Zorbland?", &[paris.clone()], |_| false)
+        .answer(
+            &spec,
+            "What is the capital of Zorbland?",
+            &[paris.clone()],
+            |_| false,
+        )
         .unwrap();
     assert_eq!(stopped.generation.stop, "stopped", "{stopped:?}");
     assert!(stopped.generation.generated_tokens < g.generated_tokens.max(2));
     // Four 300-token paragraphs overflow 512 tokens: the lowest-ranked go.
     let passages = vec![paris, filler.clone(), filler.clone(), filler];
     let answer = generator
-        .answer(&spec, "What is the capital of Zorbland?", &passages, |_| true)
+        .answer(&spec, "What is the capital of Zorbland?", &passages, |_| {
+            true
+        })
         .unwrap();
     assert!(answer.dropped >= 2, "{answer:?}");
     assert!(answer.generation.prompt_tokens + generator.max_tokens() <= 512);

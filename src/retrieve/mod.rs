@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::corpus::Paragraph;
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::index::Index;
 use crate::vectors::Matrix;
@@ -52,6 +53,16 @@ pub struct Hit {
     pub title: String,
     pub text: String,
     pub score: f32,
+}
+
+impl Hit {
+    /// The paragraph this hit points at, as a prompt needs it.
+    pub fn paragraph(&self) -> Paragraph {
+        Paragraph {
+            title: self.title.clone(),
+            text: self.text.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

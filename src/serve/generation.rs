@@ -84,14 +84,7 @@ impl Answerer for RagAnswerer {
             dim: None,
         })?;
         let retrieve_ms = ms(started);
-        let passages: Vec<Paragraph> = response
-            .hits
-            .iter()
-            .map(|h| Paragraph {
-                title: h.title.clone(),
-                text: h.text.clone(),
-            })
-            .collect();
+        let passages: Vec<Paragraph> = response.hits.iter().map(Hit::paragraph).collect();
         let generated = Instant::now();
         let answer = self
             .generator
