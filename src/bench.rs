@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::corpus::{self, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::retrieve::{Mode, Retriever, SearchRequest};
+use crate::util::ms_since;
 
 #[derive(Debug, Clone)]
 pub struct EncodeBenchOptions {
@@ -163,7 +164,7 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
                     let response = request(q)?;
                     encode_ms += response.timings.encode_ms;
                     search_ms += response.timings.search_ms;
-                    Ok(started.elapsed().as_secs_f64() * 1000.0)
+                    Ok(ms_since(started))
                 })
                 .collect::<Result<Vec<f64>>>()?;
             let n = times.len() as f64;

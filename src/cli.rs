@@ -20,6 +20,7 @@ use crate::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use crate::progress::ProgressMode;
 use crate::retrieve::{Hit, Mode, Retriever, SearchRequest, SearchResponse};
 use crate::serve;
+use crate::util::ms_since;
 use crate::util::NumberList;
 
 pub const DEFAULT_MODEL_DIR: &str = "data/models/all-MiniLM-L6-v2";
@@ -521,7 +522,7 @@ fn run_ask(args: AskArgs) -> Result<()> {
     let retriever = Retriever::open(&args.index, args.model.as_deref())?;
     let loading = Instant::now();
     let generator = args.generator.load()?;
-    let model_load_ms = ms(loading);
+    let model_load_ms = ms_since(loading);
 
     let started = Instant::now();
     let response = retriever.search(&SearchRequest {
@@ -544,7 +545,7 @@ fn run_ask(args: AskArgs) -> Result<()> {
         }
         true
     })?;
-    let total_ms = ms(started);
+    let total_ms = ms_since(started);
     let llama_ms = generation.llama_prompt_eval_ms + generation.llama_eval_ms;
     let timings = AskTimings {
         model_load_ms,
@@ -627,10 +628,6 @@ fn print_ask_details(ask: &AskResponse, used: usize) {
         t.overhead_percent,
         t.model_load_ms
     );
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
 }
 
 /// The grid an evaluation covers: the paper's (layers 1,3,6 x dims 32..384) for a bare

@@ -47,6 +47,11 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
+/// Milliseconds elapsed since `start`: the unit every timing in rag's output is reported in.
+pub fn ms_since(start: std::time::Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}
+
 /// candle allocates a fresh buffer for every tensor op. By default glibc returns large freed
 /// blocks to the kernel and the next op faults them back in, zeroed: over a tenth of encoding
 /// time went to that. Keeping them in the heap costs only the memory already in use.

@@ -91,16 +91,17 @@ fn layer_norm_differentiable(ln: &LayerNorm, xs: &Tensor, eps: f64) -> Result<Te
     }
 }
 
-/// `xs W^T` for `xs` `[batch, seq, in]` as one `[batch*seq, in] x [in, out]` GEMM (no bias).
-fn matmul_tokens(weight: &Tensor, xs: &Tensor) -> Result<Tensor> {
+/// `xs rhs` for `xs` `[batch, seq, in]` and `rhs` `[in, out]`, as one
+/// `[batch*seq, in] x [in, out]` GEMM.
+fn matmul_tokens(xs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
     let (batch, seq, hidden) = xs.dims3()?;
-    let out = xs.reshape((batch * seq, hidden))?.matmul(&weight.t()?)?;
+    let out = xs.reshape((batch * seq, hidden))?.matmul(rhs)?;
     let out_dim = out.dim(1)?;
     out.reshape((batch, seq, out_dim))
 }
 
 fn linear_tokens(layer: &Linear, xs: &Tensor) -> Result<Tensor> {
-    let out = matmul_tokens(layer.weight(), xs)?;
+    let out = matmul_tokens(xs, &layer.weight().t()?)?;
     match layer.bias() {
         Some(bias) => out.broadcast_add(bias),
         None => Ok(out),
@@ -196,10 +197,7 @@ impl Projection {
 
     /// `xs W^T` for `[batch, seq, in]`, bias not added.
     fn matmul(&self, xs: &Tensor) -> Result<Tensor> {
-        let (batch, seq, hidden) = xs.dims3()?;
-        let out = xs.reshape((batch * seq, hidden))?.matmul(&self.weight_t)?;
-        let out_dim = out.dim(1)?;
-        out.reshape((batch, seq, out_dim))
+        matmul_tokens(xs, &self.weight_t)
     }
 
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {

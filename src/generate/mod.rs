@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use crate::util::ms_since;
 use anyhow::{anyhow, bail, Context, Result};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -194,7 +195,7 @@ impl Generator {
     ) -> Result<Answer> {
         let started = Instant::now();
         let (prompt, dropped) = spec.build_within(question, passages, |p| self.fits(p))?;
-        let prompt_ms = ms(started);
+        let prompt_ms = ms_since(started);
         let generation = self.generate(&prompt, on_token)?;
         Ok(Answer {
             generation,
@@ -242,7 +243,7 @@ impl Generator {
         }
         ctx.decode(&mut batch)
             .map_err(|e| anyhow!("evaluating the prompt: {e}"))?;
-        let prompt_eval_ms = ms(started);
+        let prompt_eval_ms = ms_since(started);
 
         let started = Instant::now();
         let mut sampler = LlamaSampler::greedy();
@@ -273,7 +274,7 @@ impl Generator {
             ctx.decode(&mut batch)
                 .map_err(|e| anyhow!("decoding: {e}"))?;
         };
-        let generation_ms = ms(started);
+        let generation_ms = ms_since(started);
         let timings = ctx.timings();
         let llama_eval_tokens = usize::try_from(timings.n_eval()).unwrap_or(0);
         Ok(Generation {
@@ -290,10 +291,6 @@ impl Generator {
             llama_tokens_per_second: per_second(llama_eval_tokens, timings.t_eval_ms()),
         })
     }
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
 }
 
 fn per_second(count: usize, ms: f64) -> f64 {

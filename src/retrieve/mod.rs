@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::corpus::Paragraph;
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::index::Index;
+use crate::util::ms_since;
 use crate::vectors::Matrix;
 
 /// Questions longer than this are refused rather than silently truncated by the tokenizer.
@@ -161,7 +162,7 @@ impl Retriever {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        timings.total_ms = ms(started);
+        timings.total_ms = ms_since(started);
         Ok(SearchResponse {
             query: query.to_string(),
             mode: request.mode,
@@ -239,13 +240,13 @@ impl Retriever {
             ),
             None => self.encoder.encode_queries(queries, layers)?.truncated(dim),
         };
-        timings.encode_ms += ms(started);
+        timings.encode_ms += ms_since(started);
         let started = Instant::now();
         let hits = self
             .index
             .dense(layers, dim)?
             .search_many(&vectors.data, k)?;
-        timings.search_ms += ms(started);
+        timings.search_ms += ms_since(started);
         Ok(hits)
     }
 
@@ -260,13 +261,9 @@ impl Retriever {
             .iter()
             .map(|q| self.index.bm25().search(q, k))
             .collect::<Result<Vec<_>>>()?;
-        timings.search_ms += ms(started);
+        timings.search_ms += ms_since(started);
         Ok(hits)
     }
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
 }
 
 /// Fuses rankings by summing `1 / (RRF_K + rank)` per document; ties keep first-seen order.

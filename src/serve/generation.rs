@@ -18,6 +18,7 @@ use super::metrics::Metrics;
 use crate::corpus::Paragraph;
 use crate::generate::{Generator, PromptSpec};
 use crate::retrieve::{Hit, Mode, Retriever, SearchRequest};
+use crate::util::ms_since;
 
 /// Tokens buffered between the generator and a slow client before generation waits for it.
 const TOKEN_BUFFER: usize = 64;
@@ -83,7 +84,7 @@ impl Answerer for RagAnswerer {
             layers: None,
             dim: None,
         })?;
-        let retrieve_ms = ms(started);
+        let retrieve_ms = ms_since(started);
         let passages: Vec<Paragraph> = response.hits.iter().map(Hit::paragraph).collect();
         let generated = Instant::now();
         let answer = self
@@ -94,15 +95,11 @@ impl Answerer for RagAnswerer {
             sources: response.hits,
             timings: AskTimings {
                 retrieve_ms,
-                generate_ms: ms(generated),
-                total_ms: ms(started),
+                generate_ms: ms_since(generated),
+                total_ms: ms_since(started),
             },
         })
     }
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
 }
 
 pub enum AskEvent {

@@ -23,6 +23,7 @@ use super::metrics::route_label;
 use super::AppState;
 use crate::encoder::Encoder;
 use crate::retrieve::{validate_question, Mode, SearchRequest, SearchResponse};
+use crate::util::ms_since;
 
 type App = State<Arc<AppState>>;
 
@@ -47,10 +48,6 @@ async fn track(State(app): App, request: Request, next: Next) -> Response {
     app.metrics
         .record(route, response.status().as_u16(), started.elapsed());
     response
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
 }
 
 /// Token count of `text` as the encoder sees it, refusing text the encoder would cut short
@@ -119,7 +116,7 @@ async fn search(
         let tokens = token_count(&retriever.encoder, &prefixed, "the query")?;
         Some(ready.batcher.encode(vec![prefixed], tokens, layers).await?)
     };
-    let encode_ms = ms(encode_started);
+    let encode_ms = ms_since(encode_started);
     let request = (query.to_owned(), body.k, body.mode);
     let mut response = tokio::task::spawn_blocking(move || {
         let _slot = slot;
@@ -139,7 +136,7 @@ async fn search(
     .map_err(|e| ApiError::internal(e.into()))?
     .map_err(ApiError::internal)?;
     response.timings.encode_ms += encode_ms;
-    response.timings.total_ms = ms(started);
+    response.timings.total_ms = ms_since(started);
     Ok(Json(response))
 }
 
