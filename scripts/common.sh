@@ -22,4 +22,4 @@ ensure_build_deps() {
 # Release everywhere: tests run the real encoder, which is far too slow unoptimised, and one
 # profile means one build of the native dependencies.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-RAG_BIN=$CARGO_TARGET_DIR/release/rag
+RAG_BIN=${RAG_BIN:-$CARGO_TARGET_DIR/release/rag}

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use candle_core::{DType, Device, Module, Result, Tensor, D};
+use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, LayerNorm, Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
 
@@ -79,19 +79,6 @@ fn layer_norm(size: usize, eps: f64, vb: VarBuilder) -> Result<LayerNorm> {
     let weight = vb.get(size, "weight").or_else(|_| vb.get(size, "gamma"))?;
     let bias = vb.get(size, "bias").or_else(|_| vb.get(size, "beta"))?;
     Ok(LayerNorm::new(weight, bias, eps))
-}
-
-/// Layer norm that autograd can differentiate (candle's fused kernel has no backward pass).
-fn layer_norm_differentiable(ln: &LayerNorm, xs: &Tensor, eps: f64) -> Result<Tensor> {
-    let mean = xs.mean_keepdim(D::Minus1)?;
-    let centered = xs.broadcast_sub(&mean)?;
-    let var = centered.sqr()?.mean_keepdim(D::Minus1)?;
-    let normed = centered.broadcast_div(&(var + eps)?.sqrt()?)?;
-    let normed = normed.broadcast_mul(ln.weight())?;
-    match ln.bias() {
-        Some(bias) => normed.broadcast_add(bias),
-        None => Ok(normed),
-    }
 }
 
 /// `xs rhs` for `xs` `[batch, seq, in]` and `rhs` `[in, out]`, as one
@@ -167,7 +154,11 @@ impl Norm {
 
     fn forward(&self, xs: &Tensor, train: bool) -> Result<Tensor> {
         if train {
-            layer_norm_differentiable(&self.inner, xs, self.eps)
+            let bias = self
+                .inner
+                .bias()
+                .expect("BERT layer norms are loaded with a bias");
+            kernels::layer_norm_train(xs, self.inner.weight(), bias, self.eps)
         } else {
             self.inner.forward(&xs.contiguous()?)
         }
@@ -361,10 +352,11 @@ impl BertLayer {
         let xs = self.attention_norm.forward(&(attended + xs)?, train)?;
 
         let inner = linear_tokens(&self.intermediate, &xs)?;
-        let inner = match self.act {
-            HiddenAct::Gelu => inner.gelu_erf()?,
-            HiddenAct::GeluApproximate => inner.gelu()?,
-            HiddenAct::Relu => inner.relu()?,
+        let inner = match (self.act, train) {
+            (HiddenAct::Gelu, true) => kernels::gelu_train(&inner)?,
+            (HiddenAct::Gelu, false) => inner.gelu_erf()?,
+            (HiddenAct::GeluApproximate, _) => inner.gelu()?,
+            (HiddenAct::Relu, _) => inner.relu()?,
         };
         let out = linear_tokens(&self.output, &inner)?;
         let out = self.hidden_dropout.forward(&out, train)?;
@@ -383,7 +375,7 @@ impl BertLayer {
         let k = qkv.get(1)?.contiguous()?;
         let v = qkv.get(2)?.contiguous()?;
         let scores = q.matmul(&k.t()?)?.broadcast_add(bias)?;
-        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let probs = kernels::softmax_train(&scores)?;
         let probs = self.attention_dropout.forward(&probs, true)?;
         probs
             .matmul(&v)?
