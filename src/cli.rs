@@ -121,9 +121,14 @@ pub struct IndexArgs {
     /// Depths to store, e.g. 1,3,6: one forward pass yields all of them (default: full depth).
     #[arg(long)]
     pub layers: Option<NumberList>,
-    /// Size served by default; every smaller size stays available (default: full width).
+    /// Size served by default; every smaller size stays available (default: full width, or K
+    /// with --reduce pca:K).
     #[arg(long)]
     pub dim: Option<usize>,
+    /// Store each depth's top K principal components (fitted on the corpus, applied to queries
+    /// too) instead of its first dimensions: the post-hoc baseline to ESE truncation.
+    #[arg(long, value_name = "pca:K")]
+    pub reduce: Option<index::PcaSpec>,
     /// The text encoded for each paragraph.
     #[arg(long, default_value = DEFAULT_TEMPLATE)]
     pub template: String,
@@ -397,6 +402,7 @@ fn run_index(args: IndexArgs) -> Result<()> {
         encoder: args.encoder.options(),
         layers: args.layers.clone().map(|l| l.0),
         dim: args.dim,
+        reduce: args.reduce,
         template: args.template.clone(),
         chunk_size: args.chunk_size,
         skip_bad: args.skip_bad,
@@ -422,8 +428,14 @@ fn run_index(args: IndexArgs) -> Result<()> {
     } else {
         String::new()
     };
+    let reduced = summary.reduce.as_ref().map_or(String::new(), |r| {
+        format!(
+            " ({} fitted on {} vectors per layer)",
+            r.method, r.fitted_on
+        )
+    });
     println!(
-        "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped)",
+        "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}{reduced}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped)",
         summary.documents,
         summary.index_dir.display(),
         summary.layers,
@@ -690,6 +702,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             encoder: args.encoder.options(),
             layers: None,
             dim: None,
+            reduce: None,
             template: DEFAULT_TEMPLATE.to_string(),
             chunk_size: DEFAULT_CHUNK_SIZE,
             skip_bad: false,
