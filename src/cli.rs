@@ -11,8 +11,9 @@ use serde::Serialize;
 
 use crate::bench;
 use crate::corpus::{Paragraph, DEFAULT_TEMPLATE};
-use crate::encoder::{EncoderOptions, Pooling};
+use crate::encoder::{Encoder, EncoderOptions, Pooling};
 use crate::eval::run::{Cell, RunConfig, RunOptions};
+use crate::eval::sts::{self, Reduction, StsDataset, StsOptions};
 use crate::generate::{
     Answer, Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
 };
@@ -51,6 +52,9 @@ pub enum Command {
     Ask(AskArgs),
     /// HotpotQA exact match and retrieval recall over depth x dimension.
     Eval(EvalArgs),
+    /// Spearman correlation on STS12-16, STS-B and SICK-R per layer x size (the ESE paper's
+    /// Table 1 and Figure 3).
+    EvalSts(EvalStsArgs),
     /// Measure encoding throughput or query latency.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -294,6 +298,34 @@ pub struct EvalArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct EvalStsArgs {
+    #[command(flatten)]
+    pub encoder: EncoderArgs,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Depths to evaluate (default: every layer of the model).
+    #[arg(long)]
+    pub layers: Option<NumberList>,
+    /// Sizes to evaluate (default: 32, 64, 128, ... below the model's width, and its width).
+    #[arg(long)]
+    pub dims: Option<NumberList>,
+    /// Datasets to evaluate.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = StsDataset::ALL)]
+    pub datasets: Vec<StsDataset>,
+    /// Add rows for a post-hoc PCA per layer (fitted on the evaluated sentences) beside first-k
+    /// truncation.
+    #[arg(long, value_enum)]
+    pub reduce: Option<Reduction>,
+    /// Where summary.md, summary.json and heatmap.png go (default: eval/sts/<model>/, with
+    /// --reduce pca eval/sts/<model>-pca/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct ServeArgs {
     #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
     pub index: PathBuf,
@@ -378,6 +410,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Search(args) => run_search(args),
         Command::Ask(args) => run_ask(args),
         Command::Eval(args) => run_eval(args),
+        Command::EvalSts(args) => run_eval_sts(args),
         Command::Bench(BenchCommand::Encode(args)) => run_bench_encode(args),
         Command::Bench(BenchCommand::Query(args)) => run_bench_query(args),
         Command::Serve(args) => run_serve(args),
@@ -782,6 +815,43 @@ fn run_name(config: &RunConfig, llm: &Path) -> String {
         (None, _) => format!("{retrieval}-retrieval"),
     };
     format!("{what}-n{}", config.questions)
+}
+
+fn run_eval_sts(args: EvalStsArgs) -> Result<()> {
+    let layers = args.layers.map(|l| l.0);
+    let encoder = Encoder::load(
+        &args.encoder.model,
+        &EncoderOptions {
+            // Layers deeper than the deepest asked for are never loaded.
+            max_layers: layers.as_ref().and_then(|l| l.last().copied()),
+            ..args.encoder.options()
+        },
+    )?;
+    let pca = args.reduce == Some(Reduction::Pca);
+    let report = sts::evaluate(
+        &encoder,
+        &StsOptions {
+            data_dir: args.data.data_dir.clone(),
+            datasets: args.datasets,
+            layers,
+            dims: args.dims.map(|d| d.0),
+            pca,
+            progress: ProgressMode::for_stderr(),
+        },
+    )?;
+    let out = args.out.unwrap_or_else(|| {
+        let suffix = if pca { "-pca" } else { "" };
+        Path::new("eval/sts").join(format!("{}{suffix}", report.model))
+    });
+    report.write(&out)?;
+    let line = format!("{} -> {}/", report.summary_line(), out.display());
+    if args.json {
+        eprintln!("{line}");
+        return print_json(&report);
+    }
+    print!("{}", report.markdown());
+    println!("{line}");
+    Ok(())
 }
 
 fn run_bench_encode(args: BenchEncodeArgs) -> Result<()> {
