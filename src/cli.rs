@@ -446,9 +446,15 @@ fn run_index(args: IndexArgs) -> Result<()> {
     if args.json {
         return print_json(&summary);
     }
+    let reduced = summary.reduce.as_ref().map_or(String::new(), |r| {
+        format!(
+            " ({} fitted on {} vectors per layer)",
+            r.method, r.fitted_on
+        )
+    });
     if summary.up_to_date {
         println!(
-            "{} is up to date ({} paragraphs, layers {:?}, dim {}); --fresh rebuilds it",
+            "{} is up to date ({} paragraphs, layers {:?}, dim {}{reduced}); --fresh rebuilds it",
             summary.index_dir.display(),
             summary.documents,
             summary.layers,
@@ -461,12 +467,6 @@ fn run_index(args: IndexArgs) -> Result<()> {
     } else {
         String::new()
     };
-    let reduced = summary.reduce.as_ref().map_or(String::new(), |r| {
-        format!(
-            " ({} fitted on {} vectors per layer)",
-            r.method, r.fitted_on
-        )
-    });
     println!(
         "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}{reduced}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped)",
         summary.documents,
