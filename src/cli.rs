@@ -21,6 +21,11 @@ use crate::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use crate::progress::ProgressMode;
 use crate::retrieve::{Hit, Mode, Retriever, SearchRequest, SearchResponse};
 use crate::serve;
+use crate::train::{
+    self, data,
+    loss::{AngleLoss, Mode as TrainMode, Objective},
+    TrainOptions,
+};
 use crate::util::ms_since;
 use crate::util::NumberList;
 
@@ -60,6 +65,8 @@ pub enum Command {
     Bench(BenchCommand),
     /// Serve search, question answering and embeddings over HTTP, models loaded once.
     Serve(ServeArgs),
+    /// Train an encoder: ESE, or the RAW / MRL / 2DMSE / pooler baselines.
+    Train(TrainArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -326,6 +333,100 @@ pub struct EvalStsArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct TrainArgs {
+    #[arg(long, value_enum, default_value_t = TrainMode::Ese)]
+    pub mode: TrainMode,
+    /// The checkpoint to start from (Hugging Face layout).
+    #[arg(long, env = "RAG_MODEL", default_value = DEFAULT_MODEL_DIR)]
+    pub model: PathBuf,
+    /// Where the trained model goes.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Training data: `nli` (every CSV under <data-dir>/nli/), a premise,hypothesis,label CSV,
+    /// or JSONL of {"query","positive"[,"negative"]} / {"text1","text2","label"}; may be repeated.
+    #[arg(long, default_value = "nli")]
+    pub data: Vec<String>,
+    /// Also train on in-domain pairs from a HotpotQA corpus (title + first sentence -> the rest
+    /// of the paragraph); may be repeated.
+    #[arg(long)]
+    pub pairs_from_corpus: Vec<PathBuf>,
+    /// Read at most this many examples from each source.
+    #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
+    pub max_examples: usize,
+    #[command(flatten)]
+    pub data_dir: DataArgs,
+    /// ESE's k: the size shallow layers and the compression target are trained at.
+    #[arg(long, default_value_t = 128)]
+    pub compression_size: usize,
+    /// Output size of the pooler head (--mode pooler).
+    #[arg(long, default_value_t = 128)]
+    pub pooler_dim: usize,
+    /// Second step of pooler training: freeze the encoder of a --mode pooler model (--model)
+    /// and fine-tune only its head.
+    #[arg(long)]
+    pub two_step: bool,
+    /// Pooling (default: the checkpoint's, else CLS; the pooler head always reads CLS).
+    #[arg(long, value_enum)]
+    pub pooling: Option<Pooling>,
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// Batches whose gradients are summed before each optimizer step.
+    #[arg(long, default_value_t = 1)]
+    pub grad_accum: usize,
+    #[arg(long, default_value_t = 1)]
+    pub epochs: usize,
+    /// Stop after this many optimizer steps (default: the epochs' worth).
+    #[arg(long)]
+    pub max_steps: Option<usize>,
+    #[arg(long, default_value_t = 5e-5)]
+    pub lr: f64,
+    /// Fraction of the steps spent warming the learning rate up.
+    #[arg(long, default_value_t = 0.1)]
+    pub warmup: f64,
+    #[arg(long, default_value_t = 0.0)]
+    pub weight_decay: f64,
+    /// Clip the gradients' global norm to this (0: no clipping).
+    #[arg(long, default_value_t = 1.0)]
+    pub max_grad_norm: f64,
+    /// Tokens per text.
+    #[arg(long, default_value_t = 64)]
+    pub max_len: usize,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Optimizer steps between checkpoints.
+    #[arg(long, default_value_t = 50)]
+    pub checkpoint_every: usize,
+    /// Stop after this many steps, with a checkpoint, and go on later with --resume.
+    #[arg(long)]
+    pub pause_after: Option<usize>,
+    /// Continue an interrupted run from its last checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// Discard an interrupted run and start over.
+    #[arg(long)]
+    pub fresh: bool,
+    #[arg(long, default_value_t = 1.0)]
+    pub ibn_weight: f64,
+    #[arg(long, default_value_t = 1.0)]
+    pub cln_weight: f64,
+    #[arg(long, default_value_t = 0.02)]
+    pub angle_weight: f64,
+    #[arg(long, default_value_t = 0.0)]
+    pub cosine_weight: f64,
+    #[arg(long, default_value_t = 20.0)]
+    pub ibn_tau: f64,
+    #[arg(long, default_value_t = 20.0)]
+    pub angle_tau: f64,
+    #[arg(long, default_value_t = 20.0)]
+    pub cosine_tau: f64,
+    /// Temperature of the KL term in ESE's alignment and 2DMSE's distillation.
+    #[arg(long, default_value_t = 1.0)]
+    pub kl_temperature: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct ServeArgs {
     #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
     pub index: PathBuf,
@@ -414,6 +515,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCommand::Encode(args)) => run_bench_encode(args),
         Command::Bench(BenchCommand::Query(args)) => run_bench_query(args),
         Command::Serve(args) => run_serve(args),
+        Command::Train(args) => run_train(args),
     }
 }
 
@@ -962,4 +1064,73 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         };
         serve::serve(listener, config, load, serve::shutdown_signal()).await
     })
+}
+
+fn run_train(args: TrainArgs) -> Result<()> {
+    let options = TrainOptions {
+        sources: data::resolve_sources(
+            &args.data,
+            &args.pairs_from_corpus,
+            &args.data_dir.data_dir,
+        )?,
+        model_dir: args.model,
+        out_dir: args.out,
+        max_examples: args.max_examples,
+        objective: Objective {
+            mode: args.mode,
+            angle: AngleLoss {
+                ibn_weight: args.ibn_weight,
+                cln_weight: args.cln_weight,
+                angle_weight: args.angle_weight,
+                cosine_weight: args.cosine_weight,
+                ibn_tau: args.ibn_tau,
+                angle_tau: args.angle_tau,
+                cosine_tau: args.cosine_tau,
+            },
+            compression_size: args.compression_size,
+            kl_temperature: args.kl_temperature,
+        },
+        pooling: args.pooling,
+        pooler_dim: args.pooler_dim,
+        two_step: args.two_step,
+        batch_size: args.batch_size,
+        grad_accum: args.grad_accum,
+        epochs: args.epochs,
+        max_steps: args.max_steps,
+        lr: args.lr,
+        warmup_ratio: args.warmup,
+        weight_decay: args.weight_decay,
+        max_grad_norm: args.max_grad_norm,
+        max_len: args.max_len,
+        seed: args.seed,
+        checkpoint_every: args.checkpoint_every,
+        pause_after: args.pause_after,
+        resume: args.resume,
+        fresh: args.fresh,
+        progress: ProgressMode::for_stderr(),
+    };
+    let summary = train::train(&options)?;
+    if args.json {
+        return print_json(&summary);
+    }
+    if !summary.finished {
+        println!(
+            "paused after step {} of {} ({:.1} examples/s); continue with the same command and --resume",
+            summary.resumed_from.unwrap_or(0) + summary.steps_run,
+            summary.steps,
+            summary.examples_per_second
+        );
+        return Ok(());
+    }
+    println!(
+        "trained {} ({}) in {} steps, {:.0} s ({:.1} examples/s, {:.2} s/step), final loss {:.4}",
+        summary.out_dir.display(),
+        summary.mode,
+        summary.steps,
+        summary.seconds,
+        summary.examples_per_second,
+        summary.seconds_per_step,
+        summary.final_loss
+    );
+    Ok(())
 }

@@ -16,5 +16,6 @@ pub mod index;
 pub mod progress;
 pub mod retrieve;
 pub mod serve;
+pub mod train;
 pub mod util;
 pub mod vectors;

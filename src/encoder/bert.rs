@@ -7,11 +7,14 @@
 //! time. Inference uses fused kernels (GELU, masked softmax, layer norm); training
 //! (`train = true`) switches to candle's composite, differentiable forms and applies dropout.
 
+use std::sync::{Arc, Mutex};
+
 use candle_core::{DType, Device, Module, Result, Tensor, D};
-use candle_nn::{embedding, Dropout, Embedding, LayerNorm, Linear, VarBuilder};
+use candle_nn::{embedding, Embedding, LayerNorm, Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::kernels;
+use crate::util::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -108,6 +111,47 @@ fn linear_tokens(layer: &Linear, xs: &Tensor) -> Result<Tensor> {
     }
 }
 
+/// The generator every dropout site of one model draws its masks from.
+pub type DropoutRng = Arc<Mutex<Rng>>;
+
+/// Inverted dropout with masks from a seeded generator, so that a training run repeats exactly
+/// and resumes where it stopped (candle's own dropout draws from an unseedable generator).
+struct Dropout {
+    p: f32,
+    rng: DropoutRng,
+}
+
+impl Dropout {
+    fn new(p: f64, rng: &DropoutRng) -> Self {
+        Self {
+            p: p as f32,
+            rng: Arc::clone(rng),
+        }
+    }
+
+    fn forward(&self, xs: &Tensor, train: bool) -> Result<Tensor> {
+        if !train || self.p <= 0.0 {
+            return Ok(xs.clone());
+        }
+        let keep = 1.0 / (1.0 - self.p);
+        // A 32-bit threshold: each u64 from the generator decides two elements.
+        let threshold = (self.p as f64 * 4_294_967_296.0) as u64;
+        let count = xs.elem_count();
+        let mut mask = Vec::with_capacity(count + 1);
+        {
+            let mut rng = self.rng.lock().expect("dropout generator poisoned");
+            while mask.len() < count {
+                let bits = rng.next_u64();
+                for half in [bits & 0xFFFF_FFFF, bits >> 32] {
+                    mask.push(if half >= threshold { keep } else { 0.0 });
+                }
+            }
+        }
+        mask.truncate(count);
+        xs.mul(&Tensor::from_vec(mask, xs.shape(), xs.device())?)
+    }
+}
+
 struct Norm {
     inner: LayerNorm,
     eps: f64,
@@ -139,7 +183,7 @@ pub struct BertEmbeddings {
 }
 
 impl BertEmbeddings {
-    pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, cfg: &Config, rng: &DropoutRng) -> Result<Self> {
         Ok(Self {
             word_embeddings: embedding(cfg.vocab_size, cfg.hidden_size, vb.pp("word_embeddings"))?,
             position_embeddings: embedding(
@@ -153,7 +197,7 @@ impl BertEmbeddings {
                 vb.pp("token_type_embeddings"),
             )?,
             layer_norm: Norm::load(vb.pp("LayerNorm"), cfg)?,
-            dropout: Dropout::new(cfg.hidden_dropout_prob as f32),
+            dropout: Dropout::new(cfg.hidden_dropout_prob, rng),
         })
     }
 
@@ -233,7 +277,7 @@ pub struct BertLayer {
 }
 
 impl BertLayer {
-    pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, cfg: &Config, rng: &DropoutRng) -> Result<Self> {
         let h = cfg.hidden_size;
         let attn = vb.pp("attention");
         Ok(Self {
@@ -249,8 +293,8 @@ impl BertLayer {
             act: cfg.hidden_act,
             num_heads: cfg.num_attention_heads,
             head_dim: cfg.head_dim(),
-            hidden_dropout: Dropout::new(cfg.hidden_dropout_prob as f32),
-            attention_dropout: Dropout::new(cfg.attention_probs_dropout_prob as f32),
+            hidden_dropout: Dropout::new(cfg.hidden_dropout_prob, rng),
+            attention_dropout: Dropout::new(cfg.attention_probs_dropout_prob, rng),
         })
     }
 
@@ -372,6 +416,7 @@ impl AttentionMask {
 pub struct BertModel {
     embeddings: BertEmbeddings,
     layers: Vec<BertLayer>,
+    dropout_rng: DropoutRng,
     pub config: Config,
 }
 
@@ -388,15 +433,23 @@ impl BertModel {
         let depth = max_layers
             .unwrap_or(cfg.num_hidden_layers)
             .min(cfg.num_hidden_layers);
-        let embeddings = BertEmbeddings::load(vb.pp("embeddings"), cfg)?;
+        let dropout_rng: DropoutRng = Arc::new(Mutex::new(Rng::new(0)));
+        let embeddings = BertEmbeddings::load(vb.pp("embeddings"), cfg, &dropout_rng)?;
         let layers = (0..depth)
-            .map(|i| BertLayer::load(vb.pp(format!("encoder.layer.{i}")), cfg))
+            .map(|i| BertLayer::load(vb.pp(format!("encoder.layer.{i}")), cfg, &dropout_rng))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             embeddings,
             layers,
+            dropout_rng,
             config: cfg.clone(),
         })
+    }
+
+    /// The generator behind every dropout mask: seed it, or save and restore its state, to make
+    /// training repeatable.
+    pub fn dropout_rng(&self) -> &DropoutRng {
+        &self.dropout_rng
     }
 
     /// Prepares transposed, fused copies of the projection weights for fast inference. Call it

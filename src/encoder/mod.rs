@@ -2,6 +2,7 @@
 //! pooled, and truncated to a chosen number of dimensions (the ESE way).
 
 pub mod bert;
+pub mod dense;
 mod kernels;
 pub mod pooling;
 pub mod tiny;
@@ -15,6 +16,7 @@ use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationParams};
 
 pub use bert::{BertModel, Config};
+pub use dense::DenseHead;
 pub use pooling::Pooling;
 
 use crate::util;
@@ -37,6 +39,8 @@ pub const DEFAULT_BATCH_SIZE: usize = 64;
 
 pub struct Encoder {
     model: BertModel,
+    /// A trained projection after pooling (`rag train --mode pooler`), when the checkpoint has one.
+    head: Option<DenseHead>,
     tokenizer: Tokenizer,
     pub pooling: Pooling,
     pub max_length: usize,
@@ -79,6 +83,36 @@ pub fn weights_file(model_dir: &Path) -> Result<PathBuf> {
         })
 }
 
+/// A checkpoint's `config.json`, checked to describe a BERT-style encoder.
+pub fn read_config(model_dir: &Path) -> Result<Config> {
+    let config: Config = util::read_json(&model_dir.join("config.json"))?;
+    if let Some(kind) = config.model_type.as_deref() {
+        if !["bert", "roberta", "xlm-roberta"].contains(&kind) && !kind.contains("bert") {
+            bail!(
+                "{}: model_type '{kind}' is not a BERT encoder",
+                model_dir.display()
+            );
+        }
+    }
+    Ok(config)
+}
+
+/// The checkpoint's tokenizer, truncating to `max_length` tokens and never padding (batches
+/// are padded to their own longest member).
+pub fn load_tokenizer(model_dir: &Path, max_length: usize) -> Result<Tokenizer> {
+    let tokenizer_path = model_dir.join("tokenizer.json");
+    let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+        .map_err(|e| anyhow!("loading {}: {e}", tokenizer_path.display()))?;
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length,
+            ..Default::default()
+        }))
+        .map_err(|e| anyhow!("configuring truncation: {e}"))?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
+}
+
 impl Encoder {
     pub fn load(model_dir: &Path, options: &EncoderOptions) -> Result<Self> {
         if !model_dir.is_dir() {
@@ -87,15 +121,7 @@ impl Encoder {
                 model_dir.display()
             );
         }
-        let config: Config = util::read_json(&model_dir.join("config.json"))?;
-        if let Some(kind) = config.model_type.as_deref() {
-            if !["bert", "roberta", "xlm-roberta"].contains(&kind) && !kind.contains("bert") {
-                bail!(
-                    "{}: model_type '{kind}' is not a BERT encoder",
-                    model_dir.display()
-                );
-            }
-        }
+        let config = read_config(model_dir)?;
         let st_config: SentenceBertConfig =
             read_optional_json(&model_dir.join("sentence_bert_config.json"))?;
         let prompts: SentenceTransformersConfig =
@@ -115,16 +141,7 @@ impl Encoder {
             .or_else(|| prompts.prompts.get("query").cloned())
             .unwrap_or_default();
 
-        let tokenizer_path = model_dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| anyhow!("loading {}: {e}", tokenizer_path.display()))?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length,
-                ..Default::default()
-            }))
-            .map_err(|e| anyhow!("configuring truncation: {e}"))?;
-        tokenizer.with_padding(None);
+        let tokenizer = load_tokenizer(model_dir, max_length)?;
 
         let weights_path = weights_file(model_dir)?;
         let device = Device::Cpu;
@@ -139,9 +156,23 @@ impl Encoder {
         let mut model = BertModel::load(vb, &config, options.max_layers)
             .with_context(|| format!("loading BERT weights from {}", weights_path.display()))?;
         model.prepare_inference()?;
+        let head = dense::find(model_dir)?
+            .map(|dir| DenseHead::read(&dir, &device))
+            .transpose()?;
+        if let Some(head) = &head {
+            if head.config.in_features != config.hidden_size {
+                bail!(
+                    "{}: its Dense module takes {} inputs but the model's hidden size is {}",
+                    model_dir.display(),
+                    head.config.in_features,
+                    config.hidden_size
+                );
+            }
+        }
 
         Ok(Self {
             model,
+            head,
             tokenizer,
             pooling,
             max_length,
@@ -156,8 +187,12 @@ impl Encoder {
         &self.model.config
     }
 
+    /// The width of the vectors this encoder produces: the model's hidden size, or the output
+    /// size of its Dense head.
     pub fn hidden_size(&self) -> usize {
-        self.model.config.hidden_size
+        self.head
+            .as_ref()
+            .map_or(self.model.config.hidden_size, |h| h.config.out_features)
     }
 
     /// Layers available in this instance (may be fewer than the checkpoint has).
@@ -261,7 +296,10 @@ impl Encoder {
         depths
             .iter()
             .map(|&d| {
-                let pooled = self.pooling.pool(&states[d - 1], &inputs.attention_mask)?;
+                let mut pooled = self.pooling.pool(&states[d - 1], &inputs.attention_mask)?;
+                if let Some(head) = &self.head {
+                    pooled = head.forward(&pooled)?;
+                }
                 Ok(pooled.flatten_all()?.to_vec1::<f32>()?)
             })
             .collect()

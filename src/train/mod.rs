@@ -1,0 +1,785 @@
+//! `rag train`: produces the encoders `rag index --model DIR` loads. ESE (learn-to-express +
+//! learn-to-compress on the AnglE loss) and, on the same data and loop, the RAW, MRL, 2DMSE and
+//! pooler baselines.
+//!
+//! Examples ([`data`]) go through the model under training ([`model`]), the objective
+//! ([`loss`], with the compression target from [`pca`]) gives a loss, and AdamW ([`optim`])
+//! updates the weights; [`output`] keeps checkpoints and writes the finished model.
+
+pub mod data;
+pub mod loss;
+pub mod model;
+pub mod optim;
+pub mod output;
+pub mod pca;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::encoder::Pooling;
+use crate::progress::{Progress, ProgressMode};
+use crate::util::{self, Rng};
+use data::{Example, Source};
+use loss::{layer_weight, matryoshka_dims, Layout, Mode, Objective, Sample};
+use model::{HeadSetup, TrainableModel};
+use optim::{scheduled_lr, AdamW, AdamWConfig};
+use output::CheckpointState;
+
+pub struct TrainOptions {
+    pub model_dir: PathBuf,
+    pub out_dir: PathBuf,
+    pub sources: Vec<Source>,
+    /// Most examples read from each source.
+    pub max_examples: usize,
+    pub objective: Objective,
+    pub pooling: Option<Pooling>,
+    pub pooler_dim: usize,
+    pub two_step: bool,
+    pub batch_size: usize,
+    pub grad_accum: usize,
+    pub epochs: usize,
+    pub max_steps: Option<usize>,
+    pub lr: f64,
+    pub warmup_ratio: f64,
+    pub weight_decay: f64,
+    pub max_grad_norm: f64,
+    pub max_len: usize,
+    pub seed: u64,
+    pub checkpoint_every: usize,
+    /// Stop (with a checkpoint) after this many steps of this invocation, to go on later with
+    /// `resume`: training in slices on a shared machine.
+    pub pause_after: Option<usize>,
+    pub resume: bool,
+    pub fresh: bool,
+    pub progress: ProgressMode,
+}
+
+/// Everything that decides what a run computes: kept in checkpoints (a resumed run must match
+/// it) and in the trained model's `ese.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub base_model: String,
+    pub base_weights_sha256: String,
+    pub objective: Objective,
+    pub pooling: Pooling,
+    pub pooler_dim: Option<usize>,
+    pub two_step: bool,
+    pub layer_weights: Vec<f64>,
+    pub data: Vec<DataRecord>,
+    pub batch_size: usize,
+    pub grad_accum: usize,
+    pub epochs: usize,
+    pub steps: usize,
+    pub lr: f64,
+    pub warmup_steps: usize,
+    pub weight_decay: f64,
+    pub max_grad_norm: f64,
+    pub max_len: usize,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataRecord {
+    pub source: Source,
+    pub sha256: String,
+    pub examples: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TrainSummary {
+    pub out_dir: PathBuf,
+    pub mode: Mode,
+    pub steps: usize,
+    /// Steps run by this invocation (fewer than `steps` after `--resume`).
+    pub steps_run: usize,
+    pub resumed_from: Option<usize>,
+    pub examples: usize,
+    pub seconds: f64,
+    pub seconds_per_step: f64,
+    pub examples_per_second: f64,
+    /// Mean loss over the last (up to) 20 steps.
+    pub final_loss: f64,
+    /// False when `pause_after` stopped the run before its last step.
+    pub finished: bool,
+}
+
+#[derive(Serialize)]
+struct LogLine {
+    step: usize,
+    epoch: usize,
+    loss: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compress_loss: Option<f64>,
+    lr: f64,
+    grad_norm: f64,
+    examples_per_second: f64,
+    elapsed_s: f64,
+}
+
+fn validate(options: &TrainOptions) -> Result<()> {
+    if options.batch_size < 2 {
+        bail!("--batch-size must be at least 2: the contrastive loss needs in-batch negatives");
+    }
+    if options.grad_accum == 0 || options.epochs == 0 || options.max_steps == Some(0) {
+        bail!("--grad-accum, --epochs and --max-steps must be positive");
+    }
+    if options.checkpoint_every == 0 {
+        bail!("--checkpoint-every must be positive");
+    }
+    if !(0.0..1.0).contains(&options.warmup_ratio) {
+        bail!("--warmup must be in [0, 1)");
+    }
+    if options.lr <= 0.0 || options.max_len < 2 {
+        bail!("--lr must be positive and --max-len at least 2");
+    }
+    if options.two_step && options.objective.mode != Mode::Pooler {
+        bail!("--two-step refines a pooler model: use it with --mode pooler");
+    }
+    if options.objective.mode == Mode::Pooler && options.pooler_dim == 0 {
+        bail!("--pooler-dim must be positive");
+    }
+    if options.resume && options.fresh {
+        bail!("--resume and --fresh contradict each other");
+    }
+    Ok(())
+}
+
+/// The texts of a batch in its layout's row blocks, and that layout.
+fn batch_texts<'a>(examples: &'a [Example], batch: &[usize]) -> (Vec<&'a str>, Layout) {
+    let members: Vec<Vec<&str>> = batch.iter().map(|&i| examples[i].texts()).collect();
+    let blocks = members[0].len();
+    let texts = (0..blocks)
+        .flat_map(|b| members.iter().map(move |m| m[b]))
+        .collect();
+    let layout = match &examples[batch[0]] {
+        Example::Triplet { .. } => Layout::Triplets,
+        Example::Pair { .. } => Layout::Pairs,
+        Example::Scored { .. } => Layout::Scored(
+            batch
+                .iter()
+                .map(|&i| match &examples[i] {
+                    Example::Scored { label, .. } => *label,
+                    _ => unreachable!("batches hold one kind of example"),
+                })
+                .collect(),
+        ),
+    };
+    (texts, layout)
+}
+
+/// A generator for step `step` alone: dropout masks and 2DMSE's samples then depend only on the
+/// seed and the step, so a resumed run draws exactly what an uninterrupted one would.
+fn step_rng(seed: u64, step: usize, stream: u64) -> Rng {
+    let mut mixer = Rng::new(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    Rng::new(mixer.next_u64() ^ (step as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93))
+}
+
+fn prepare_work_dir(options: &TrainOptions) -> Result<PathBuf> {
+    let work = output::work_dir(&options.out_dir);
+    if work.exists() {
+        if options.fresh {
+            std::fs::remove_dir_all(&work)
+                .with_context(|| format!("removing {}", work.display()))?;
+        } else if !options.resume {
+            bail!(
+                "an interrupted run is in {}: pass --resume to continue it or --fresh to start over",
+                work.display()
+            );
+        }
+    }
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    Ok(work)
+}
+
+pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
+    validate(options)?;
+    let objective = &options.objective;
+    let mode = objective.mode;
+    let head = match (mode, options.two_step) {
+        (Mode::Pooler, true) => HeadSetup::FromCheckpoint,
+        (Mode::Pooler, false) => HeadSetup::Fresh {
+            dim: options.pooler_dim,
+            seed: options.seed,
+        },
+        _ => HeadSetup::None,
+    };
+    let model = TrainableModel::load(&options.model_dir, options.pooling, options.max_len, head)?;
+    let hidden = model.config.hidden_size;
+    if mode == Mode::Ese && objective.compression_size >= hidden {
+        bail!(
+            "--compression-size {} must be smaller than the model's {hidden} dimensions",
+            objective.compression_size
+        );
+    }
+    if mode == Mode::Pooler && options.pooler_dim > hidden && !options.two_step {
+        bail!(
+            "--pooler-dim {} is larger than the model's {hidden} dimensions",
+            options.pooler_dim
+        );
+    }
+
+    let mut examples: Vec<Example> = Vec::new();
+    let mut data = Vec::new();
+    for source in &options.sources {
+        let read = source.read(options.max_examples)?;
+        if read.is_empty() {
+            bail!("{}: no training examples in it", source.path().display());
+        }
+        data.push(DataRecord {
+            source: source.clone(),
+            sha256: util::sha256_file(source.path())?,
+            examples: read.len(),
+        });
+        examples.extend(read);
+    }
+    let batches_per_epoch =
+        data::epoch_batches(&examples, options.batch_size, options.seed, 0).len();
+    if batches_per_epoch == 0 {
+        bail!(
+            "{} examples make no full batch of {}: lower --batch-size or add data",
+            examples.len(),
+            options.batch_size
+        );
+    }
+    let steps = options
+        .max_steps
+        .unwrap_or(options.epochs * batches_per_epoch / options.grad_accum)
+        .max(1);
+    let warmup_steps = (steps as f64 * options.warmup_ratio).ceil() as usize;
+    let depth = model.depth();
+    let record = RunRecord {
+        base_model: options.model_dir.display().to_string(),
+        base_weights_sha256: util::sha256_file(&crate::encoder::weights_file(&options.model_dir)?)?,
+        objective: objective.clone(),
+        pooling: model.pooling,
+        pooler_dim: (mode == Mode::Pooler)
+            .then(|| {
+                model
+                    .head_tensors()
+                    .ok()
+                    .flatten()
+                    .map(|(c, _)| c.out_features)
+            })
+            .flatten(),
+        two_step: options.two_step,
+        layer_weights: (1..depth).map(layer_weight).collect(),
+        data,
+        batch_size: options.batch_size,
+        grad_accum: options.grad_accum,
+        epochs: options.epochs,
+        steps,
+        lr: options.lr,
+        warmup_steps,
+        weight_decay: options.weight_decay,
+        max_grad_norm: options.max_grad_norm,
+        max_len: options.max_len,
+        seed: options.seed,
+    };
+
+    let work = prepare_work_dir(options)?;
+    let mut optimizer = AdamW::new(
+        model.trainable_vars(),
+        AdamWConfig {
+            lr: options.lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: options.weight_decay,
+        },
+    );
+    let resumed = if options.resume {
+        output::load_checkpoint(&work, &mut optimizer)?
+    } else {
+        None
+    };
+    if let Some(state) = &resumed {
+        if state.record != record {
+            bail!(
+                "the run in {} was started with other settings or data: pass --fresh to start over",
+                work.display()
+            );
+        }
+    }
+    let start_step = resumed.as_ref().map_or(0, |s| s.step);
+    let log_path = work.join("train_log.jsonl");
+    let mut log = OpenOptions::new()
+        .create(true)
+        .append(resumed.is_some())
+        .write(true)
+        .truncate(resumed.is_none())
+        .open(&log_path)
+        .with_context(|| format!("opening {}", log_path.display()))?;
+
+    let every_layer = matches!(mode, Mode::Ese | Mode::TwoDmse);
+    let sample_dims = matryoshka_dims(hidden);
+    let mut progress = Progress::new(
+        options.progress,
+        &format!("train {mode}"),
+        steps as u64,
+        "{spinner} train [{bar:30}] {pos}/{len} steps {msg} ({eta})",
+    );
+    progress.update(start_step as u64, String::new);
+    let started = Instant::now();
+    let prior_seconds = resumed.as_ref().map_or(0.0, |s| s.seconds);
+    let mut examples_seen = resumed.as_ref().map_or(0, |s| s.examples);
+    let mut examples_this_run = 0usize;
+    let mut plan: Option<(usize, Vec<Vec<usize>>)> = None;
+    let mut recent_losses: Vec<f64> = Vec::new();
+    let end_step = options
+        .pause_after
+        .map_or(steps, |n| (start_step + n).min(steps));
+    for step in start_step..end_step {
+        *model
+            .bert
+            .dropout_rng()
+            .lock()
+            .expect("dropout generator poisoned") = step_rng(options.seed, step, 1);
+        let mut grads = optimizer.zero_grads();
+        let (mut loss_sum, mut compress_sum) = (0.0f64, None::<f64>);
+        let mut epoch = 0;
+        for micro in 0..options.grad_accum {
+            let index = step * options.grad_accum + micro;
+            epoch = index / batches_per_epoch;
+            if plan.as_ref().map(|(e, _)| *e) != Some(epoch) {
+                plan = Some((
+                    epoch,
+                    data::epoch_batches(&examples, options.batch_size, options.seed, epoch),
+                ));
+            }
+            let batch = &plan.as_ref().expect("plan set above").1[index % batches_per_epoch];
+            let (texts, layout) = batch_texts(&examples, batch);
+            let layers = model.embed(&texts, every_layer, true)?;
+            let sample = (mode == Mode::TwoDmse).then(|| {
+                let mut rng = step_rng(options.seed, index, 2);
+                Sample {
+                    layer: 1 + rng.below(depth.saturating_sub(1).max(1)),
+                    dim: sample_dims[rng.below(sample_dims.len())],
+                }
+            });
+            let value = objective.loss(&layers, &layout, sample)?;
+            let total = value.total.to_scalar::<f32>()? as f64;
+            if !total.is_finite() {
+                bail!("the loss became {total} at step {}: lower --lr", step + 1);
+            }
+            let grads_store = value.total.backward()?;
+            optimizer.accumulate(&grads_store, 1.0 / options.grad_accum as f32, &mut grads)?;
+            loss_sum += total / options.grad_accum as f64;
+            if let Some(compress) = value.compress {
+                *compress_sum.get_or_insert(0.0) +=
+                    compress.to_scalar::<f32>()? as f64 / options.grad_accum as f64;
+            }
+        }
+        let lr = scheduled_lr(options.lr, step, warmup_steps, steps);
+        let grad_norm = optimizer.step(&grads, lr, options.max_grad_norm)?;
+        examples_seen += options.batch_size * options.grad_accum;
+        examples_this_run += options.batch_size * options.grad_accum;
+        let elapsed = started.elapsed().as_secs_f64();
+        let rate = examples_this_run as f64 / elapsed.max(1e-9);
+        recent_losses.push(loss_sum);
+        if recent_losses.len() > 20 {
+            recent_losses.remove(0);
+        }
+        let line = LogLine {
+            step: step + 1,
+            epoch: epoch + 1,
+            loss: loss_sum,
+            compress_loss: compress_sum,
+            lr,
+            grad_norm,
+            examples_per_second: rate,
+            elapsed_s: prior_seconds + elapsed,
+        };
+        writeln!(log, "{}", serde_json::to_string(&line)?)
+            .with_context(|| format!("writing {}", log_path.display()))?;
+        progress.update(step as u64 + 1, || {
+            format!("loss {loss_sum:.4} | {rate:.1} ex/s")
+        });
+        let pausing = step + 1 == end_step && end_step < steps;
+        if ((step + 1) % options.checkpoint_every == 0 && step + 1 < steps) || pausing {
+            output::save_checkpoint(
+                &work,
+                &optimizer,
+                &CheckpointState {
+                    step: step + 1,
+                    examples: examples_seen,
+                    seconds: prior_seconds + elapsed,
+                    record: record.clone(),
+                },
+            )?;
+        }
+    }
+    progress.finish();
+    let seconds = started.elapsed().as_secs_f64();
+    let steps_run = end_step - start_step;
+    let summary = TrainSummary {
+        out_dir: options.out_dir.clone(),
+        mode,
+        steps,
+        steps_run,
+        resumed_from: resumed.map(|s| s.step),
+        examples: examples_seen,
+        seconds: prior_seconds + seconds,
+        seconds_per_step: seconds / steps_run.max(1) as f64,
+        examples_per_second: examples_this_run as f64 / seconds.max(1e-9),
+        final_loss: recent_losses.iter().sum::<f64>() / recent_losses.len().max(1) as f64,
+        finished: end_step == steps,
+    };
+    if !summary.finished {
+        return Ok(summary);
+    }
+    let ese_json = serde_json::json!({ "run": record, "result": summary });
+    let card = model_card(&record, &summary);
+    output::install_model(&options.out_dir, |dir| {
+        output::write_model(dir, &options.model_dir, &model, &ese_json, &card)?;
+        std::fs::copy(&log_path, dir.join("train_log.jsonl"))
+            .with_context(|| format!("copying {}", log_path.display()))?;
+        Ok(())
+    })?;
+    std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    Ok(summary)
+}
+
+/// The model card's heading and training table; evaluations are appended under it.
+fn model_card(record: &RunRecord, summary: &TrainSummary) -> String {
+    let data: Vec<String> = record
+        .data
+        .iter()
+        .map(|d| format!("{} ({} examples)", d.source.path().display(), d.examples))
+        .collect();
+    let mode = match record.objective.mode {
+        Mode::Ese => format!(
+            "ese (compression size {})",
+            record.objective.compression_size
+        ),
+        Mode::Pooler => format!(
+            "pooler ({} dims{})",
+            record.pooler_dim.unwrap_or(0),
+            if record.two_step { ", two-step" } else { "" }
+        ),
+        other => other.to_string(),
+    };
+    format!(
+        "# {name}\n\nTrained by `rag train` from `{base}`.\n\n\
+         | setting | value |\n| --- | --- |\n\
+         | mode | {mode} |\n| pooling | {pooling} |\n| data | {data} |\n\
+         | steps | {steps} (batch {batch} x accumulation {accum}, {epochs} epoch(s)) |\n\
+         | learning rate | {lr} (warm-up {warmup} steps, linear decay) |\n| max length | {max_len} |\n| seed | {seed} |\n\
+         | time | {seconds:.0} s ({rate:.1} examples/s) |\n| final loss | {loss:.4} |\n",
+        name = summary.out_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        base = record.base_model,
+        pooling = record.pooling,
+        data = data.join(", "),
+        steps = record.steps,
+        batch = record.batch_size,
+        accum = record.grad_accum,
+        epochs = record.epochs,
+        lr = record.lr,
+        warmup = record.warmup_steps,
+        max_len = record.max_len,
+        seed = record.seed,
+        seconds = summary.seconds,
+        rate = summary.examples_per_second,
+        loss = summary.final_loss,
+    )
+}
+
+/// Appends an evaluation section (markdown) to a trained model's card.
+pub fn append_to_model_card(model_dir: &Path, section: &str) -> Result<()> {
+    let path = model_dir.join("README.md");
+    let mut card =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    card.push('\n');
+    card.push_str(section);
+    util::write_atomic(&path, card.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoder::tiny::TinyBert;
+    use crate::encoder::{Encoder, EncoderOptions};
+    use crate::vectors::cosine;
+    use candle_core::Tensor;
+    use loss::AngleLoss;
+
+    /// Triplets whose anchor and positive share two of three words and whose negative shares
+    /// none: something a tiny model can learn in a few steps.
+    fn synthetic_triplets(dir: &Path, count: usize) -> PathBuf {
+        let mut rng = Rng::new(5);
+        let mut word = || -> String {
+            (0..3)
+                .map(|_| (b'a' + rng.below(26) as u8) as char)
+                .collect()
+        };
+        let lines: Vec<String> = (0..count)
+            .map(|_| {
+                let (a, b, c, d) = (word(), word(), word(), word());
+                serde_json::json!({
+                    "query": format!("{a} {b} {c}"),
+                    "positive": format!("{a} {b} {d}"),
+                    "negative": format!("{} {} {}", word(), word(), word()),
+                })
+                .to_string()
+            })
+            .collect();
+        let path = dir.join("train.jsonl");
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path
+    }
+
+    fn options(model_dir: &Path, out_dir: &Path, data: &Path, mode: Mode) -> TrainOptions {
+        TrainOptions {
+            model_dir: model_dir.to_path_buf(),
+            out_dir: out_dir.to_path_buf(),
+            sources: vec![Source::Jsonl(data.to_path_buf())],
+            max_examples: usize::MAX,
+            objective: Objective {
+                mode,
+                angle: AngleLoss::default(),
+                compression_size: 16,
+                kl_temperature: 1.0,
+            },
+            pooling: None,
+            pooler_dim: 16,
+            two_step: false,
+            batch_size: 8,
+            grad_accum: 1,
+            epochs: 1,
+            max_steps: Some(24),
+            lr: 2e-3,
+            warmup_ratio: 0.1,
+            weight_decay: 0.0,
+            max_grad_norm: 1.0,
+            max_len: 16,
+            seed: 3,
+            checkpoint_every: 10,
+            pause_after: None,
+            resume: false,
+            fresh: false,
+            progress: ProgressMode::Quiet,
+        }
+    }
+
+    fn tiny_model(dir: &Path, dropout: bool) -> PathBuf {
+        let model_dir = dir.join("tiny");
+        TinyBert::default().write(&model_dir).unwrap();
+        if !dropout {
+            let path = model_dir.join("config.json");
+            let mut config: serde_json::Value = util::read_json(&path).unwrap();
+            config["hidden_dropout_prob"] = 0.0.into();
+            config["attention_probs_dropout_prob"] = 0.0.into();
+            util::write_json_atomic(&path, &config).unwrap();
+        }
+        model_dir
+    }
+
+    /// The objective on a fixed batch, without dropout. For ESE, its learn-to-express part at
+    /// the compressed size (what ESE trains shallow layers for): the compression target moves
+    /// with the model, so on a tiny random model the total need not fall in a few steps.
+    fn eval_loss(model: &TrainableModel, objective: &Objective, examples: &[Example]) -> f64 {
+        let batch: Vec<usize> = (0..16).collect();
+        let (texts, layout) = batch_texts(examples, &batch);
+        let every_layer = matches!(objective.mode, Mode::Ese | Mode::TwoDmse);
+        let layers = model.embed(&texts, every_layer, false).unwrap();
+        let value = if objective.mode == Mode::Ese {
+            let k = objective.compression_size;
+            let terms: Vec<f32> = layers
+                .iter()
+                .map(|x| {
+                    let x = x.narrow(1, 0, k).unwrap();
+                    objective
+                        .angle
+                        .forward(&x, &layout)
+                        .unwrap()
+                        .to_scalar::<f32>()
+                        .unwrap()
+                })
+                .collect();
+            terms.iter().sum::<f32>()
+        } else {
+            let sample = Sample { layer: 1, dim: 16 };
+            let value = objective.loss(&layers, &layout, Some(sample)).unwrap();
+            value.total.to_scalar::<f32>().unwrap()
+        };
+        value as f64
+    }
+
+    #[test]
+    fn a_short_run_lowers_the_loss_in_every_mode_and_the_model_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let model_dir = tiny_model(dir.path(), true);
+        let data = synthetic_triplets(dir.path(), 64);
+        let examples = Source::Jsonl(data.clone()).read(usize::MAX).unwrap();
+        for mode in [Mode::Raw, Mode::Mrl, Mode::TwoDmse, Mode::Ese, Mode::Pooler] {
+            let out = dir.path().join(format!("out-{mode}"));
+            let mut opts = options(&model_dir, &out, &data, mode);
+            if mode == Mode::Pooler {
+                // A random tiny model's CLS state carries little of the text at first: the
+                // pooler needs a few more steps than the pooled modes.
+                opts.max_steps = Some(160);
+            }
+            let head = |fresh: bool| match (mode, fresh) {
+                (Mode::Pooler, true) => HeadSetup::Fresh {
+                    dim: 16,
+                    seed: opts.seed,
+                },
+                (Mode::Pooler, false) => HeadSetup::FromCheckpoint,
+                _ => HeadSetup::None,
+            };
+            let before = TrainableModel::load(&model_dir, None, 16, head(true)).unwrap();
+            let loss_before = eval_loss(&before, &opts.objective, &examples);
+            let summary = train(&opts).unwrap();
+            assert_eq!(summary.steps, opts.max_steps.unwrap());
+            assert!(
+                !output::work_dir(&out).exists(),
+                "{mode}: the work directory was left behind"
+            );
+            let after = TrainableModel::load(&out, None, 16, head(false)).unwrap();
+            let loss_after = eval_loss(&after, &opts.objective, &examples);
+            let log = std::fs::read_to_string(out.join("train_log.jsonl")).unwrap();
+            assert!(
+                loss_after < loss_before * 0.9,
+                "{mode}: loss {loss_before} -> {loss_after}\n{log}"
+            );
+
+            // The encoder loads the saved model unchanged and encodes what training computed.
+            let encoder = Encoder::load(&out, &EncoderOptions::default()).unwrap();
+            let texts = ["abc def ghi", "the river of the city"];
+            let trained = after
+                .embed(&texts, false, false)
+                .unwrap()
+                .remove(0)
+                .to_vec2::<f32>()
+                .unwrap();
+            let encoded = encoder
+                .encode(&texts, &[encoder.depth()])
+                .unwrap()
+                .remove(0);
+            assert_eq!(encoded.cols, if mode == Mode::Pooler { 16 } else { 32 });
+            for (i, row) in trained.iter().enumerate() {
+                assert!(cosine(row, encoded.row(i)) > 0.9999, "{mode}: text {i}");
+            }
+            let record: serde_json::Value = util::read_json(&out.join("ese.json")).unwrap();
+            assert_eq!(record["run"]["objective"]["mode"], mode.to_string());
+            assert!(std::fs::read_to_string(out.join("README.md"))
+                .unwrap()
+                .contains(&mode.to_string()));
+        }
+    }
+
+    #[test]
+    fn autograd_gradients_match_finite_differences() {
+        let dir = tempfile::tempdir().unwrap();
+        let model_dir = tiny_model(dir.path(), false);
+        let data = synthetic_triplets(dir.path(), 8);
+        let examples = Source::Jsonl(data).read(usize::MAX).unwrap();
+        let model = TrainableModel::load(&model_dir, None, 16, HeadSetup::None).unwrap();
+        let batch: Vec<usize> = (0..4).collect();
+        let (texts, layout) = batch_texts(&examples, &batch);
+        let angle = AngleLoss::default();
+        // AnglE on every layer's embedding, so the check runs through every layer and the
+        // pooling; the trained path (train = true) without dropout is deterministic.
+        let loss = || -> Tensor {
+            let layers = model.embed(&texts, true, true).unwrap();
+            let terms: Vec<Tensor> = layers
+                .iter()
+                .map(|x| angle.forward(x, &layout).unwrap())
+                .collect();
+            Tensor::stack(&terms, 0).unwrap().sum(0).unwrap()
+        };
+        let grads = loss().backward().unwrap();
+        let vars = model.trainable_vars();
+        let mut checked = 0;
+        for name in [
+            "encoder.layer.0.attention.self.query.weight",
+            "encoder.layer.1.intermediate.dense.weight",
+            "encoder.layer.2.output.dense.bias",
+            "encoder.layer.2.output.LayerNorm.weight",
+            "embeddings.LayerNorm.bias",
+            "embeddings.position_embeddings.weight",
+        ] {
+            let var = &vars
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+                .1;
+            let original = var
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap();
+            let grad = grads
+                .get(var.as_tensor())
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap();
+            // The element with the largest gradient: well above f32 noise.
+            let (at, &analytic) = grad
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+                .unwrap();
+            let eps = 1e-2f32;
+            let at_value = |v: f32| {
+                let mut values = original.clone();
+                values[at] = v;
+                var.set(&Tensor::from_vec(values, var.shape(), var.device()).unwrap())
+                    .unwrap();
+                loss().to_scalar::<f32>().unwrap()
+            };
+            let numeric =
+                (at_value(original[at] + eps) - at_value(original[at] - eps)) / (2.0 * eps);
+            at_value(original[at]);
+            assert!(
+                (numeric - analytic).abs() <= 2e-3 + 0.05 * analytic.abs(),
+                "{name}[{at}]: autograd {analytic} vs finite difference {numeric}"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 6);
+    }
+
+    #[test]
+    fn an_interrupted_run_resumes_to_the_same_weights() {
+        let dir = tempfile::tempdir().unwrap();
+        let model_dir = tiny_model(dir.path(), true);
+        let data = synthetic_triplets(dir.path(), 64);
+        let straight = dir.path().join("straight");
+        train(&options(&model_dir, &straight, &data, Mode::Ese)).unwrap();
+
+        // Leave a run that stopped after its step-10 checkpoint: same settings, then resume.
+        let resumed = dir.path().join("resumed");
+        let mut first = options(&model_dir, &resumed, &data, Mode::Ese);
+        first.checkpoint_every = 10;
+        first.pause_after = Some(10);
+        let paused = train(&first).unwrap();
+        assert!(!paused.finished && paused.steps_run == 10);
+        assert!(output::work_dir(&resumed)
+            .join("checkpoint/state.json")
+            .exists());
+        assert!(!resumed.exists(), "a paused run installed a model");
+        first.pause_after = None;
+        // Without --resume (or --fresh) an interrupted run is not silently discarded.
+        let err = train(&first).unwrap_err().to_string();
+        assert!(err.contains("--resume"), "{err}");
+        let mut again = first;
+        again.resume = true;
+        let summary = train(&again).unwrap();
+        assert_eq!(summary.resumed_from, Some(10));
+        let weights = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
+        assert!(
+            weights(&straight) == weights(&resumed),
+            "resumed weights differ"
+        );
+        let log = std::fs::read_to_string(resumed.join("train_log.jsonl")).unwrap();
+        assert_eq!(log.lines().count(), 24);
+    }
+}
