@@ -13,4 +13,6 @@ llm=data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
   echo "note: ${RAG_LLM:-$llm} is missing, so the generation tests will SKIP (scripts/fetch-models.sh llm fetches it)"
 [ -d "${RAG_DATA:-../shared/data}/hotpotqa" ] ||
   echo "note: ${RAG_DATA:-../shared/data}/hotpotqa is missing, so the HotpotQA end-to-end test will SKIP"
+[ -d "${RAG_DATA:-../shared/data}/sts" ] ||
+  echo "note: ${RAG_DATA:-../shared/data}/sts is missing, so the STS test on the default model will SKIP"
 cargo test --release "$@"

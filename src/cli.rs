@@ -11,8 +11,9 @@ use serde::Serialize;
 
 use crate::bench;
 use crate::corpus::{Paragraph, DEFAULT_TEMPLATE};
-use crate::encoder::{EncoderOptions, Pooling};
+use crate::encoder::{Encoder, EncoderOptions, Pooling};
 use crate::eval::run::{Cell, RunConfig, RunOptions};
+use crate::eval::sts::{self, Reduction, StsDataset, StsOptions};
 use crate::generate::{
     Answer, Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
 };
@@ -56,6 +57,9 @@ pub enum Command {
     Ask(AskArgs),
     /// HotpotQA exact match and retrieval recall over depth x dimension.
     Eval(EvalArgs),
+    /// Spearman correlation on STS12-16, STS-B and SICK-R per layer x size (the ESE paper's
+    /// Table 1 and Figure 3).
+    EvalSts(EvalStsArgs),
     /// Measure encoding throughput or query latency.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -128,9 +132,14 @@ pub struct IndexArgs {
     /// Depths to store, e.g. 1,3,6: one forward pass yields all of them (default: full depth).
     #[arg(long)]
     pub layers: Option<NumberList>,
-    /// Size served by default; every smaller size stays available (default: full width).
+    /// Size served by default; every smaller size stays available (default: full width, or K
+    /// with --reduce pca:K).
     #[arg(long)]
     pub dim: Option<usize>,
+    /// Store each depth's top K principal components (fitted on the corpus, applied to queries
+    /// too) instead of its first dimensions: the post-hoc baseline to ESE truncation.
+    #[arg(long, value_name = "pca:K")]
+    pub reduce: Option<index::PcaSpec>,
     /// The text encoded for each paragraph.
     #[arg(long, default_value = DEFAULT_TEMPLATE)]
     pub template: String,
@@ -291,6 +300,34 @@ pub struct EvalArgs {
     /// Encoder for an index built for this evaluation.
     #[command(flatten)]
     pub encoder: EncoderArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct EvalStsArgs {
+    #[command(flatten)]
+    pub encoder: EncoderArgs,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Depths to evaluate (default: every layer of the model).
+    #[arg(long)]
+    pub layers: Option<NumberList>,
+    /// Sizes to evaluate (default: 32, 64, 128, ... below the model's width, and its width).
+    #[arg(long)]
+    pub dims: Option<NumberList>,
+    /// Datasets to evaluate.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = StsDataset::ALL)]
+    pub datasets: Vec<StsDataset>,
+    /// Add rows for a post-hoc PCA per layer (fitted on the evaluated sentences) beside first-k
+    /// truncation.
+    #[arg(long, value_enum)]
+    pub reduce: Option<Reduction>,
+    /// Where summary.md, summary.json and heatmap.png go (default: eval/sts/<model>/, with
+    /// --reduce pca eval/sts/<model>-pca/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -474,6 +511,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Search(args) => run_search(args),
         Command::Ask(args) => run_ask(args),
         Command::Eval(args) => run_eval(args),
+        Command::EvalSts(args) => run_eval_sts(args),
         Command::Bench(BenchCommand::Encode(args)) => run_bench_encode(args),
         Command::Bench(BenchCommand::Query(args)) => run_bench_query(args),
         Command::Serve(args) => run_serve(args),
@@ -499,6 +537,7 @@ fn run_index(args: IndexArgs) -> Result<()> {
         encoder: args.encoder.options(),
         layers: args.layers.clone().map(|l| l.0),
         dim: args.dim,
+        reduce: args.reduce,
         template: args.template.clone(),
         chunk_size: args.chunk_size,
         skip_bad: args.skip_bad,
@@ -509,9 +548,15 @@ fn run_index(args: IndexArgs) -> Result<()> {
     if args.json {
         return print_json(&summary);
     }
+    let reduced = summary.reduce.as_ref().map_or(String::new(), |r| {
+        format!(
+            " ({} fitted on {} vectors per layer)",
+            r.method, r.fitted_on
+        )
+    });
     if summary.up_to_date {
         println!(
-            "{} is up to date ({} paragraphs, layers {:?}, dim {}); --fresh rebuilds it",
+            "{} is up to date ({} paragraphs, layers {:?}, dim {}{reduced}); --fresh rebuilds it",
             summary.index_dir.display(),
             summary.documents,
             summary.layers,
@@ -525,7 +570,7 @@ fn run_index(args: IndexArgs) -> Result<()> {
         String::new()
     };
     println!(
-        "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped)",
+        "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}{reduced}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped)",
         summary.documents,
         summary.index_dir.display(),
         summary.layers,
@@ -792,6 +837,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             encoder: args.encoder.options(),
             layers: None,
             dim: None,
+            reduce: None,
             template: DEFAULT_TEMPLATE.to_string(),
             chunk_size: DEFAULT_CHUNK_SIZE,
             skip_bad: false,
@@ -871,6 +917,43 @@ fn run_name(config: &RunConfig, llm: &Path) -> String {
         (None, _) => format!("{retrieval}-retrieval"),
     };
     format!("{what}-n{}", config.questions)
+}
+
+fn run_eval_sts(args: EvalStsArgs) -> Result<()> {
+    let layers = args.layers.map(|l| l.0);
+    let encoder = Encoder::load(
+        &args.encoder.model,
+        &EncoderOptions {
+            // Layers deeper than the deepest asked for are never loaded.
+            max_layers: layers.as_ref().and_then(|l| l.last().copied()),
+            ..args.encoder.options()
+        },
+    )?;
+    let pca = args.reduce == Some(Reduction::Pca);
+    let report = sts::evaluate(
+        &encoder,
+        &StsOptions {
+            data_dir: args.data.data_dir.clone(),
+            datasets: args.datasets,
+            layers,
+            dims: args.dims.map(|d| d.0),
+            pca,
+            progress: ProgressMode::for_stderr(),
+        },
+    )?;
+    let out = args.out.unwrap_or_else(|| {
+        let suffix = if pca { "-pca" } else { "" };
+        Path::new("eval/sts").join(format!("{}{suffix}", report.model))
+    });
+    report.write(&out)?;
+    let line = format!("{} -> {}/", report.summary_line(), out.display());
+    if args.json {
+        eprintln!("{line}");
+        return print_json(&report);
+    }
+    print!("{}", report.markdown());
+    println!("{line}");
+    Ok(())
 }
 
 fn run_bench_encode(args: BenchEncodeArgs) -> Result<()> {

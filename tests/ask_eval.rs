@@ -42,6 +42,7 @@ fn build_options(model: &Path, corpus: &Path, index_dir: &Path) -> BuildOptions 
         encoder: EncoderOptions::default(),
         layers: None,
         dim: None,
+        reduce: None,
         template: "{title}: {text}".into(),
         chunk_size: 16,
         skip_bad: false,

@@ -36,6 +36,7 @@ fn real_model_retrieves_supporting_paragraphs() {
         encoder: EncoderOptions::default(),
         layers: Some(vec![3, 6]),
         dim: None,
+        reduce: None,
         template: rag::corpus::DEFAULT_TEMPLATE.into(),
         chunk_size: 256,
         skip_bad: false,
@@ -88,26 +89,17 @@ fn real_model_retrieves_supporting_paragraphs() {
         "64 dims should not beat 384 by much: {small} vs {full}"
     );
 
-    let out = common::rag()
-        .args([
-            "search",
-            &questions[0].question,
-            "--json",
-            "--k",
-            "3",
-            "--mode",
-            "hybrid",
-            "--index",
-        ])
-        .arg(&index_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let response: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let response = common::rag_json([
+        "search",
+        &questions[0].question,
+        "--json",
+        "--k",
+        "3",
+        "--mode",
+        "hybrid",
+        "--index",
+        &index_dir.display().to_string(),
+    ]);
     assert_eq!(response["hits"].as_array().unwrap().len(), 3);
     assert_eq!(response["mode"], "hybrid");
 }

@@ -1,6 +1,7 @@
 //! Building and querying an index end to end on a tiny generated model and corpus: the three
-//! retrieval modes, the checks that refuse mismatched queries, and crash safety (a build killed
-//! midway leaves the old index intact and resumes where it stopped).
+//! retrieval modes, the checks that refuse mismatched queries, crash safety (a build killed
+//! midway leaves the old index intact and resumes where it stopped), and indexes reduced with a
+//! post-hoc PCA (`--reduce pca:K`).
 
 mod common;
 
@@ -8,16 +9,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rag::encoder::tiny::TinyBert;
-use rag::index::{self, Index};
+use rag::index::{self, Index, PcaSpec};
 use rag::retrieve::{reciprocal_rank_fusion, Mode, Retriever, SearchRequest};
 
 #[test]
 fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let tmp = tempfile::tempdir().unwrap();
-    let model = tmp.path().join("model");
-    TinyBert::default().write(&model).unwrap();
-    let corpus = tmp.path().join("corpus.json");
-    common::write_corpus(&corpus, 20, 5);
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 20, 5);
     let index_dir = tmp.path().join("index");
 
     let summary = index::build(&common::tiny_build_options(
@@ -200,4 +198,141 @@ fn cli_reports_bad_input_in_one_line() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn pca_reduced_index_answers_queries_and_records_its_pca() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 20, 5);
+    let index_dir = tmp.path().join("index");
+    let reduced = |k| {
+        let mut options = common::tiny_build_options(&model, corpus.clone(), &index_dir);
+        options.reduce = Some(PcaSpec { dim: k });
+        options.dim = None;
+        options
+    };
+
+    let summary = index::build(&reduced(8)).unwrap();
+    assert_eq!((summary.stored_dim, summary.dim), (8, 8));
+    assert_eq!(summary.reduce.as_ref().unwrap().fitted_on, 100);
+    let manifest = index::Manifest::read(&index_dir).unwrap();
+    let reduction = manifest.reduce.clone().unwrap();
+    assert_eq!(reduction.method, PcaSpec { dim: 8 });
+    assert_eq!(
+        manifest.format_version,
+        index::manifest::REDUCED_FORMAT_VERSION
+    );
+    assert_eq!(manifest.stored_dim, 8);
+    assert_eq!(
+        reduction.transforms.keys().copied().collect::<Vec<_>>(),
+        vec![1, 3]
+    );
+    for file in reduction.transforms.values() {
+        assert!(index_dir.join(file).is_file(), "{}", file.display());
+    }
+    assert!(index::build(&reduced(8)).unwrap().up_to_date);
+
+    // A paragraph's own text finds it first with a cosine of about 1, at every depth and size:
+    // queries go through the same PCA as the stored vectors.
+    let retriever = Retriever::open(&index_dir, None).unwrap();
+    let doc = retriever.index.document(42).unwrap();
+    let own_text = format!("{}: {}", doc.title, doc.text);
+    for (layers, dim) in [(None, None), (Some(1), Some(4)), (Some(3), Some(8))] {
+        let response = retriever
+            .search(&SearchRequest {
+                query: &own_text,
+                k: 5,
+                mode: Mode::Dense,
+                layers,
+                dim,
+            })
+            .unwrap();
+        assert_eq!(response.hits[0].id, 42, "{layers:?} {dim:?}");
+        assert!(response.hits[0].score > 0.999, "{}", response.hits[0].score);
+    }
+    let err = retriever
+        .search(&SearchRequest {
+            query: "topic 42",
+            k: 5,
+            mode: Mode::Dense,
+            layers: None,
+            dim: Some(16),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("reduced with pca:8"), "{err}");
+    drop(retriever);
+
+    // The CLI searches it the same way.
+    let json = common::rag_json([
+        "search",
+        &own_text,
+        "--json",
+        "--index",
+        &index_dir.display().to_string(),
+    ]);
+    assert_eq!(json["hits"][0]["id"], 42);
+    assert_eq!(json["dim"], 8);
+
+    // Another reduction, or none, is a different index: rebuilt, not reported up to date.
+    let other = index::build(&reduced(4)).unwrap();
+    assert!(!other.up_to_date);
+    assert_eq!(
+        index::Manifest::read(&index_dir)
+            .unwrap()
+            .reduce
+            .unwrap()
+            .method,
+        PcaSpec { dim: 4 }
+    );
+    let mut plain = common::tiny_build_options(&model, corpus.clone(), &index_dir);
+    plain.dim = None;
+    assert!(!index::build(&plain).unwrap().up_to_date);
+    let manifest = index::Manifest::read(&index_dir).unwrap();
+    assert!(manifest.reduce.is_none());
+    assert_eq!(manifest.stored_dim, 32);
+    assert!(!index_dir.join("pca").exists());
+}
+
+#[test]
+fn bad_reductions_are_refused_and_a_failed_fit_leaves_a_resumable_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 1, 5);
+    let index_dir = tmp.path().join("index");
+    let options = |reduce: usize, dim: Option<usize>| {
+        let mut options = common::tiny_build_options(&model, corpus.clone(), &index_dir);
+        options.reduce = Some(PcaSpec { dim: reduce });
+        options.dim = dim;
+        options
+    };
+    let err = index::build(&options(64, None)).unwrap_err().to_string();
+    assert!(
+        err.contains("--reduce pca:64 keeps more dimensions than the model has (32)"),
+        "{err}"
+    );
+    let err = index::build(&options(4, Some(8))).unwrap_err().to_string();
+    assert!(
+        err.contains("--dim 8 is outside 1..=4 for --reduce pca:4"),
+        "{err}"
+    );
+
+    // Five paragraphs cannot give eight components: the build stops after encoding them...
+    let err = format!("{:#}", index::build(&options(8, None)).unwrap_err());
+    assert!(err.contains("--reduce pca:8 on layer 1"), "{err}");
+    assert!(err.contains("at least 8 vectors"), "{err}");
+    assert!(!index_dir.exists());
+    // ...and a build without the reduction picks up the encoded vectors instead of encoding again.
+    let mut plain = options(8, None);
+    plain.reduce = None;
+    let summary = index::build(&plain).unwrap();
+    assert_eq!((summary.resumed_from, summary.documents), (5, 5));
+
+    let out = common::rag()
+        .args(["index", "--reduce", "svd:8", "--model"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("expected pca:K"), "{stderr}");
 }

@@ -1,5 +1,6 @@
-//! `heatmap.png` of a sweep: Recall@5 and exact match over layers x dims, one panel each, the
-//! value printed in every cell.
+//! Heatmaps over layers x dims, as in the ESE paper's Figure 3: one panel per measure, the value
+//! printed in every cell. `rag eval` sweeps draw Recall@5 and exact match, `rag eval-sts` the
+//! Spearman correlations.
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -8,8 +9,6 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, Context, Result};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-
-use super::report::{CellSummary, Summary};
 
 const PANEL: (u32, u32) = (480, 420);
 const MARGIN: (i32, i32, i32, i32) = (80, 60, 20, 60); // left, top, right, bottom
@@ -52,17 +51,22 @@ fn plot<T, E: Display>(result: std::result::Result<T, E>) -> Result<T> {
     result.map_err(|e| anyhow!("drawing the heatmap: {e}"))
 }
 
-type Metric = (&'static str, fn(&CellSummary) -> Option<f64>);
+/// One panel: a title and each (layer, dim) cell's value in percent, `None` where not measured.
+pub struct Panel<'a> {
+    pub title: String,
+    pub value: Box<dyn Fn(usize, usize) -> Option<f64> + 'a>,
+}
 
-/// Draws the grid's heatmap; without a font it says so on stderr and draws nothing.
-pub fn draw(path: &Path, summary: &Summary) -> Result<()> {
-    let mut layers: Vec<usize> = summary.cells.iter().filter_map(|c| c.cell.layers).collect();
-    let mut dims: Vec<usize> = summary.cells.iter().filter_map(|c| c.cell.dim).collect();
-    for axis in [&mut layers, &mut dims] {
-        axis.sort();
-        axis.dedup();
-    }
-    if layers.is_empty() || dims.is_empty() {
+/// Draws `panels` in rows of `columns`, each over the same `layers` (deepest on top) and
+/// `dims`, cells shaded from 0 to 100; without a font it says so on stderr and draws nothing.
+pub fn draw(
+    path: &Path,
+    layers: &[usize],
+    dims: &[usize],
+    panels: &[Panel],
+    columns: usize,
+) -> Result<()> {
+    if layers.is_empty() || dims.is_empty() || panels.is_empty() {
         return Ok(());
     }
     if !font_ready() {
@@ -72,37 +76,27 @@ pub fn draw(path: &Path, summary: &Summary) -> Result<()> {
         );
         return Ok(());
     }
-    let mut metrics: Vec<Metric> = vec![("Recall@5 (%)", |c| c.recall.get(&5).copied())];
-    if summary.cells.iter().any(|c| c.exact_match.is_some()) {
-        metrics.push(("Exact match (%)", |c| c.exact_match));
-    }
+    let columns = columns.clamp(1, panels.len());
+    let rows = panels.len().div_ceil(columns);
     // The image encoder picks the format from the extension, so the partial file keeps ".png".
     let partial = path.with_file_name(".heatmap-partial.png");
     {
-        let size = (PANEL.0 * metrics.len() as u32, PANEL.1);
+        let size = (PANEL.0 * columns as u32, PANEL.1 * rows as u32);
         let root = BitMapBackend::new(&partial, size).into_drawing_area();
         plot(root.fill(&WHITE))?;
-        for (area, (title, metric)) in root.split_evenly((1, metrics.len())).iter().zip(&metrics) {
-            let value = |layer: usize, dim: usize| {
-                summary
-                    .cells
-                    .iter()
-                    .find(|c| c.cell.layers == Some(layer) && c.cell.dim == Some(dim))
-                    .and_then(metric)
-            };
-            panel(area, title, &layers, &dims, value)?;
+        for (area, panel) in root.split_evenly((rows, columns)).iter().zip(panels) {
+            draw_panel(area, panel, layers, dims)?;
         }
         plot(root.present())?;
     }
     std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
 }
 
-fn panel<DB: DrawingBackend>(
+fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
-    title: &str,
+    panel: &Panel,
     layers: &[usize],
     dims: &[usize],
-    value: impl Fn(usize, usize) -> Option<f64>,
 ) -> Result<()> {
     let (left, top, right, bottom) = MARGIN;
     let (width, height) = (PANEL.0 as i32, PANEL.1 as i32);
@@ -115,7 +109,7 @@ fn panel<DB: DrawingBackend>(
             .pos(Pos::new(HPos::Center, VPos::Center))
     };
     plot(area.draw(&Text::new(
-        title.to_string(),
+        panel.title.clone(),
         (width / 2, top / 2),
         centred(22.0),
     )))?;
@@ -125,8 +119,8 @@ fn panel<DB: DrawingBackend>(
         plot(area.draw(&Text::new(label, (left / 2, y + cell_h / 2), centred(18.0))))?;
         for (col, &dim) in dims.iter().enumerate() {
             let x = left + col as i32 * cell_w;
-            let v = value(layer, dim);
-            let shade = v.unwrap_or(0.0).clamp(0.0, 1.0);
+            let v = (panel.value)(layer, dim);
+            let shade = (v.unwrap_or(0.0) / 100.0).clamp(0.0, 1.0);
             let fill = RGBColor(
                 (255.0 - 215.0 * shade) as u8,
                 (255.0 - 150.0 * shade) as u8,
@@ -134,7 +128,7 @@ fn panel<DB: DrawingBackend>(
             );
             let corners = [(x, y), (x + cell_w - 2, y + cell_h - 2)];
             plot(area.draw(&Rectangle::new(corners, fill.filled())))?;
-            let text = v.map_or("-".to_string(), |v| format!("{:.1}", v * 100.0));
+            let text = v.map_or("-".to_string(), |v| format!("{v:.1}"));
             let ink = if shade > 0.6 { WHITE } else { BLACK };
             let style = centred(18.0).color(&ink);
             plot(area.draw(&Text::new(text, (x + cell_w / 2, y + cell_h / 2), style)))?;

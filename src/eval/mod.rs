@@ -1,12 +1,13 @@
 //! Evaluation on HotpotQA: retrieval recall of the supporting paragraphs and, with a generator,
 //! exact match and F1 of the answers, over a grid of depth x dimension. Runs live in
 //! `eval/runs/<name>/` and resume where they stopped ([`run`]); [`report`] writes what people
-//! read.
+//! read. [`sts`] is the intrinsic benchmark: STS Spearman correlations per layer x size.
 
 pub mod heatmap;
 pub mod metrics;
 pub mod report;
 pub mod run;
+pub mod sts;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -8,8 +8,9 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 
+use super::heatmap::{self, Panel};
 use super::run::{Cell, Prediction, RunConfig};
-use super::{heatmap, RECALL_KS};
+use super::RECALL_KS;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CellSummary {
@@ -103,9 +104,40 @@ pub fn write(
     crate::util::write_json_atomic(&dir.join("summary.json"), &summary)?;
     crate::util::write_atomic(&dir.join("summary.md"), markdown(&summary).as_bytes())?;
     if summary.cells.len() > 1 {
-        heatmap::draw(&dir.join("heatmap.png"), &summary)?;
+        draw_heatmap(&dir.join("heatmap.png"), &summary)?;
     }
     Ok(summary)
+}
+
+/// Recall@5 and, when answers were generated, exact match over the grid's layers x dims.
+fn draw_heatmap(path: &Path, summary: &Summary) -> Result<()> {
+    let mut layers: Vec<usize> = summary.cells.iter().filter_map(|c| c.cell.layers).collect();
+    let mut dims: Vec<usize> = summary.cells.iter().filter_map(|c| c.cell.dim).collect();
+    for axis in [&mut layers, &mut dims] {
+        axis.sort();
+        axis.dedup();
+    }
+    let cell = |layer: usize, dim: usize| {
+        summary
+            .cells
+            .iter()
+            .find(|c| c.cell.layers == Some(layer) && c.cell.dim == Some(dim))
+    };
+    let mut panels = vec![Panel {
+        title: "Recall@5 (%)".into(),
+        value: Box::new(|layer, dim| {
+            cell(layer, dim).and_then(|c| c.recall.get(&5).map(|r| r * 100.0))
+        }),
+    }];
+    if summary.cells.iter().any(|c| c.exact_match.is_some()) {
+        panels.push(Panel {
+            title: "Exact match (%)".into(),
+            value: Box::new(|layer, dim| {
+                cell(layer, dim).and_then(|c| c.exact_match.map(|em| em * 100.0))
+            }),
+        });
+    }
+    heatmap::draw(path, &layers, &dims, &panels, panels.len())
 }
 
 fn pct(value: f64) -> String {

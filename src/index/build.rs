@@ -5,7 +5,13 @@
 //! only replaced by renames once the new one is complete. Encoding checkpoints every
 //! `chunk_size` documents (docstore and vector files fsynced, then `progress.json` replaced
 //! atomically), so an interrupted build resumes from its last checkpoint.
+//!
+//! With `--reduce pca:K` each depth's PCA is fitted once every document is encoded, on the
+//! checkpointed full-width vectors (a bounded, evenly spaced sample of them), and redone from
+//! them if the build is interrupted after encoding: the reduction is not part of what a
+//! checkpoint is resumed for, only of what the finished index is.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -16,14 +22,20 @@ use serde::{Deserialize, Serialize};
 
 use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions, FORMAT_VERSION};
-use super::{bm25, create_dir, dense_file, DenseIndex};
+use super::manifest::{Reduction, REDUCED_FORMAT_VERSION};
+use super::{bm25, create_dir, dense_file, pca_file, DenseIndex, Pca, PcaSpec};
 use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::progress::{Progress, ProgressMode};
 use crate::util;
+use crate::vectors::Matrix;
 
 pub const DEFAULT_CHUNK_SIZE: usize = 2048;
 const PROGRESS_FILE: &str = "progress.json";
+/// Most vectors a PCA is fitted on, so that memory stays bounded on a corpus of millions.
+pub const PCA_SAMPLE_LIMIT: usize = 100_000;
+/// Rows read from a vectors file at a time.
+const ROWS_PER_BLOCK: usize = 65_536;
 
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
@@ -33,8 +45,10 @@ pub struct BuildOptions {
     pub encoder: EncoderOptions,
     /// Depths to store; `None` is the model's full depth.
     pub layers: Option<Vec<usize>>,
-    /// The size served by default; `None` is the full width.
+    /// The size served by default; `None` is the full width (K with `reduce`).
     pub dim: Option<usize>,
+    /// Store the top K principal components of each depth's vectors instead of the vectors.
+    pub reduce: Option<PcaSpec>,
     pub template: String,
     /// Documents per checkpoint.
     pub chunk_size: usize,
@@ -51,6 +65,7 @@ pub struct BuildSummary {
     pub layers: Vec<usize>,
     pub dim: usize,
     pub stored_dim: usize,
+    pub reduce: Option<Reduction>,
     pub resumed_from: u64,
     pub encode_seconds: f64,
     pub paragraphs_per_second: f64,
@@ -121,10 +136,20 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         .clone()
         .unwrap_or_else(|| vec![encoder.config().num_hidden_layers]);
     encoder.check_depths(&layers)?;
-    let stored_dim = encoder.hidden_size();
+    let width = encoder.hidden_size();
+    let stored_dim = match options.reduce {
+        Some(spec) if spec.dim > width => {
+            bail!("--reduce {spec} keeps more dimensions than the model has ({width})")
+        }
+        Some(spec) => spec.dim,
+        None => width,
+    };
     let dim = options.dim.unwrap_or(stored_dim);
     if dim == 0 || dim > stored_dim {
-        bail!("--dim {dim} is outside 1..={stored_dim} for this model");
+        let what = options
+            .reduce
+            .map_or("this model".to_string(), |spec| format!("--reduce {spec}"));
+        bail!("--dim {dim} is outside 1..={stored_dim} for {what}");
     }
 
     let plan = Plan {
@@ -135,13 +160,14 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         skip_bad: options.skip_bad,
     };
     if !options.fresh {
-        if let Some(manifest) = current_manifest(&options.index_dir, &plan, dim) {
+        if let Some(manifest) = current_manifest(&options.index_dir, &plan, dim, options.reduce) {
             return Ok(BuildSummary {
                 index_dir: options.index_dir.clone(),
                 documents: manifest.documents,
                 layers,
                 dim,
                 stored_dim,
+                reduce: manifest.reduce,
                 resumed_from: 0,
                 encode_seconds: 0.0,
                 paragraphs_per_second: 0.0,
@@ -170,11 +196,33 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         bail!("the corpus has no paragraphs");
     }
     build_bm25(&work, documents, options.progress)?;
+    let mut transforms = BTreeMap::new();
     for &depth in &layers {
-        build_dense(&work, depth, stored_dim, dim, documents)?;
+        let pca = match options.reduce {
+            Some(spec) => {
+                let pca = fit_pca(&work, depth, width, documents, spec)
+                    .with_context(|| format!("--reduce {spec} on layer {depth}"))?;
+                let file = pca_file(depth);
+                create_dir(&work.join("pca"))?;
+                pca.save(&work.join(&file))?;
+                transforms.insert(depth, file);
+                Some(pca)
+            }
+            None => None,
+        };
+        build_dense(&work, depth, width, pca.as_ref(), dim, documents)?;
     }
+    let reduce = options.reduce.map(|method| Reduction {
+        method,
+        fitted_on: documents.min(PCA_SAMPLE_LIMIT as u64),
+        transforms,
+    });
     let manifest = Manifest {
-        format_version: FORMAT_VERSION,
+        format_version: if reduce.is_some() {
+            REDUCED_FORMAT_VERSION
+        } else {
+            FORMAT_VERSION
+        },
         rag_version: env!("CARGO_PKG_VERSION").into(),
         model: plan.model.clone(),
         layers: layers.clone(),
@@ -189,6 +237,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),
+        reduce: reduce.clone(),
     };
     manifest.write(&work)?;
     // The raw vectors live on inside the faiss files; the checkpoint is no longer needed.
@@ -202,6 +251,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         layers,
         dim,
         stored_dim,
+        reduce,
         resumed_from,
         encode_seconds,
         paragraphs_per_second: encoded_now as f64 / encode_seconds.max(1e-9),
@@ -212,15 +262,21 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     })
 }
 
-/// The live index's manifest if it was built from exactly this plan.
-fn current_manifest(index_dir: &Path, plan: &Plan, dim: usize) -> Option<Manifest> {
+/// The live index's manifest if it was built from exactly this plan, size and reduction.
+fn current_manifest(
+    index_dir: &Path,
+    plan: &Plan,
+    dim: usize,
+    reduce: Option<PcaSpec>,
+) -> Option<Manifest> {
     recover_interrupted_install(index_dir).ok()?;
     let manifest = Manifest::read(index_dir).ok()?;
     let same = manifest.model == plan.model
         && manifest.layers == plan.layers
         && manifest.template == plan.template
         && manifest.corpus == plan.corpus
-        && manifest.default_dim == dim;
+        && manifest.default_dim == dim
+        && manifest.reduce.as_ref().map(|r| r.method) == reduce;
     same.then_some(manifest)
 }
 
@@ -350,17 +406,18 @@ fn build_bm25(work: &Path, documents: u64, mode: ProgressMode) -> Result<()> {
     Ok(())
 }
 
-fn build_dense(
+/// Calls `f` on the checkpointed vectors of one depth, `ROWS_PER_BLOCK` rows at a time, after
+/// checking that the file holds exactly `documents` of them.
+fn for_each_block(
     work: &Path,
     depth: usize,
-    stored_dim: usize,
-    dim: usize,
+    width: usize,
     documents: u64,
+    mut f: impl FnMut(Matrix) -> Result<()>,
 ) -> Result<()> {
-    create_dir(&work.join("dense"))?;
     let path = vectors_file(work, depth);
     let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    let expected = documents * stored_dim as u64 * 4;
+    let expected = documents * width as u64 * 4;
     if file.metadata()?.len() != expected {
         bail!(
             "{} does not hold {documents} vectors; rebuild with --fresh",
@@ -368,13 +425,11 @@ fn build_dense(
         );
     }
     let mut reader = BufReader::with_capacity(1 << 22, file);
-    let mut index = DenseIndex::new(stored_dim)?;
-    let rows_per_block = 65_536;
-    let mut buf = vec![0u8; rows_per_block * stored_dim * 4];
+    let mut buf = vec![0u8; ROWS_PER_BLOCK * width * 4];
     let mut remaining = documents as usize;
     while remaining > 0 {
-        let rows = remaining.min(rows_per_block);
-        let bytes = &mut buf[..rows * stored_dim * 4];
+        let rows = remaining.min(ROWS_PER_BLOCK);
+        let bytes = &mut buf[..rows * width * 4];
         reader
             .read_exact(bytes)
             .with_context(|| format!("reading {}", path.display()))?;
@@ -382,9 +437,50 @@ fn build_dense(
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
             .collect();
-        index.add(&floats)?;
+        f(Matrix::from_vec(rows, width, floats))?;
         remaining -= rows;
     }
+    Ok(())
+}
+
+/// Fits one depth's PCA on its checkpointed vectors: all of them, or [`PCA_SAMPLE_LIMIT`]
+/// evenly spaced ones.
+fn fit_pca(work: &Path, depth: usize, width: usize, documents: u64, spec: PcaSpec) -> Result<Pca> {
+    let sample_size = documents.min(PCA_SAMPLE_LIMIT as u64);
+    let mut sample = Vec::with_capacity(sample_size as usize * width);
+    let mut row = 0u64;
+    for_each_block(work, depth, width, documents, |block| {
+        for i in 0..block.rows {
+            // Row r is taken when r * sample_size / documents reaches a new integer: exactly
+            // `sample_size` rows, spread over the whole corpus.
+            if (row + 1) * sample_size / documents > row * sample_size / documents {
+                sample.extend_from_slice(block.row(i));
+            }
+            row += 1;
+        }
+        Ok(())
+    })?;
+    Pca::fit(
+        &Matrix::from_vec(sample_size as usize, width, sample),
+        spec.dim,
+    )
+}
+
+fn build_dense(
+    work: &Path,
+    depth: usize,
+    width: usize,
+    pca: Option<&Pca>,
+    dim: usize,
+    documents: u64,
+) -> Result<()> {
+    create_dir(&work.join("dense"))?;
+    let stored_dim = pca.map_or(width, Pca::output_dim);
+    let mut index = DenseIndex::new(stored_dim)?;
+    for_each_block(work, depth, width, documents, |block| match pca {
+        Some(pca) => index.add(&pca.reduce(&block)?.data),
+        None => index.add(&block.data),
+    })?;
     index.save(&dense_file(work, depth, stored_dim))?;
     if dim != stored_dim {
         index.truncated(dim)?.save(&dense_file(work, depth, dim))?;

@@ -1,6 +1,7 @@
 //! `manifest.json`: what an index was built from, so that a query with another model, a depth
 //! the index lacks or a dimension larger than stored is refused instead of answered wrongly.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -8,9 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{CorpusFile, StreamStats};
 use crate::encoder::{Encoder, Pooling};
+use crate::index::PcaSpec;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const FORMAT_VERSION: u32 = 1;
+/// Written by indexes built with `--reduce`, so that a rag from before it refuses them rather
+/// than searching reduced vectors with unreduced queries.
+pub const REDUCED_FORMAT_VERSION: u32 = 2;
 
 /// Identity of the encoder: its weights by sha256, and the choices that change its vectors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +89,7 @@ pub struct Manifest {
     pub model: ModelIdentity,
     /// Depths with a stored dense index, ascending.
     pub layers: Vec<usize>,
-    /// Width of the stored vectors (the model's hidden size).
+    /// Width of the stored vectors: the model's hidden size, or K with `--reduce pca:K`.
     pub stored_dim: usize,
     /// The size served when a query names none (`rag index --dim`).
     pub default_dim: usize,
@@ -94,6 +99,20 @@ pub struct Manifest {
     pub stats: CorpusCounts,
     pub versions: Versions,
     pub created_unix: u64,
+    /// How the stored vectors were reduced after encoding (`rag index --reduce`); queries are
+    /// reduced the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduce: Option<Reduction>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reduction {
+    pub method: PcaSpec,
+    /// How many vectors each depth's PCA was fitted on: all of the corpus, or an evenly spaced
+    /// sample of it when larger.
+    pub fitted_on: u64,
+    /// Each stored depth's PCA, relative to the index directory.
+    pub transforms: BTreeMap<usize, PathBuf>,
 }
 
 /// What ingestion saw, kept for the record.
@@ -139,9 +158,9 @@ impl Manifest {
         })?;
         let manifest: Manifest =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        if manifest.format_version != FORMAT_VERSION {
+        if ![FORMAT_VERSION, REDUCED_FORMAT_VERSION].contains(&manifest.format_version) {
             bail!(
-                "{} has index format {}, this rag reads format {FORMAT_VERSION}; rebuild it",
+                "{} has index format {}, this rag reads formats {FORMAT_VERSION} and {REDUCED_FORMAT_VERSION}; rebuild it",
                 dir.display(),
                 manifest.format_version
             );
@@ -166,8 +185,11 @@ impl Manifest {
         }
         let dim = dim.unwrap_or(self.default_dim);
         if dim == 0 || dim > self.stored_dim {
+            let reduced = self.reduce.as_ref().map_or(String::new(), |r| {
+                format!(" (its vectors were reduced with {})", r.method)
+            });
             bail!(
-                "--dim {dim} is outside 1..={} for this index",
+                "--dim {dim} is outside 1..={} for this index{reduced}",
                 self.stored_dim
             );
         }

@@ -1,5 +1,7 @@
 //! The on-disk index: per depth, a faiss `IndexFlatL2` of full-width unit vectors (smaller sizes
 //! are derived from it and cached); a tantivy BM25 index; the document store; and the manifest.
+//! Built with `--reduce pca:K`, the stored vectors are instead the top K principal components of
+//! each depth's vectors, with the PCA kept beside them for the queries.
 //!
 //! ```text
 //! index/default/
@@ -7,6 +9,7 @@
 //!   docs.jsonl, docs.offsets
 //!   bm25/
 //!   dense/L6-d384.faiss   (stored width)   dense/L6-d64.faiss   (derived, cached)
+//!   pca/L6.safetensors    (only with --reduce)
 //! ```
 
 pub mod bm25;
@@ -14,6 +17,7 @@ pub mod build;
 pub mod dense;
 pub mod docstore;
 pub mod manifest;
+pub mod pca;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,13 +29,20 @@ pub use build::{build, BuildOptions, BuildSummary};
 pub use dense::DenseIndex;
 pub use docstore::DocStore;
 pub use manifest::Manifest;
+pub use pca::{Pca, PcaSpec};
 
 use crate::corpus::Paragraph;
+use crate::vectors::Matrix;
 
 pub const DEFAULT_INDEX_DIR: &str = "index/default";
 
 pub fn dense_file(dir: &Path, depth: usize, dim: usize) -> PathBuf {
     dir.join("dense").join(format!("L{depth}-d{dim}.faiss"))
+}
+
+/// Where a reduced index keeps the PCA of one depth, relative to the index directory.
+pub fn pca_file(depth: usize) -> PathBuf {
+    Path::new("pca").join(format!("L{depth}.safetensors"))
 }
 
 /// A built index, opened for queries. Dense indexes are loaded on first use per (depth, size).
@@ -40,6 +51,8 @@ pub struct Index {
     pub manifest: Manifest,
     docs: DocStore,
     bm25: bm25::Bm25Index,
+    /// Per depth, the PCA that reduced the stored vectors (`rag index --reduce`), if any.
+    pca: HashMap<usize, Pca>,
     dense: Mutex<HashMap<(usize, usize), Arc<DenseIndex>>>,
 }
 
@@ -56,11 +69,28 @@ impl Index {
                 docs.len()
             );
         }
+        let pca = match &manifest.reduce {
+            Some(reduce) => manifest
+                .layers
+                .iter()
+                .map(|&depth| {
+                    let file = reduce.transforms.get(&depth).with_context(|| {
+                        format!(
+                            "{} is damaged: no PCA for layer {depth}; rebuild it",
+                            dir.display()
+                        )
+                    })?;
+                    Ok((depth, Pca::load(&dir.join(file))?))
+                })
+                .collect::<Result<_>>()?,
+            None => HashMap::new(),
+        };
         Ok(Self {
             dir: dir.to_path_buf(),
             bm25: bm25::Bm25Index::open(&dir.join("bm25"))?,
             manifest,
             docs,
+            pca,
             dense: Mutex::new(HashMap::new()),
         })
     }
@@ -79,6 +109,15 @@ impl Index {
 
     pub fn bm25(&self) -> &bm25::Bm25Index {
         &self.bm25
+    }
+
+    /// Query vectors comparable with the stored ones at a resolved depth and size, from the
+    /// encoder's full-width output: through the index's PCA when it has one, then cut to `dim`.
+    pub fn query_vectors(&self, depth: usize, dim: usize, full: &Matrix) -> Result<Matrix> {
+        Ok(match self.pca.get(&depth) {
+            Some(pca) => pca.reduce(full)?.truncated(dim),
+            None => full.truncated(dim),
+        })
     }
 
     /// The dense index for a depth and size (both already resolved against the manifest). A size

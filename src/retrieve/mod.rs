@@ -232,13 +232,18 @@ impl Retriever {
     ) -> Result<Vec<Vec<(u64, f32)>>> {
         let started = Instant::now();
         let vectors = match encoded {
-            Some(full) if full.rows == queries.len() => full.truncated(dim),
+            Some(full) if full.rows == queries.len() => {
+                self.index.query_vectors(layers, dim, full)?
+            }
             Some(full) => bail!(
                 "{} vectors given for {} questions",
                 full.rows,
                 queries.len()
             ),
-            None => self.encoder.encode_queries(queries, layers)?.truncated(dim),
+            None => {
+                let full = self.encoder.encode_queries(queries, layers)?;
+                self.index.query_vectors(layers, dim, &full)?
+            }
         };
         timings.encode_ms += ms_since(started);
         let started = Instant::now();

@@ -3,9 +3,11 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use rag::encoder::tiny::TinyBert;
 use rag::encoder::EncoderOptions;
 use rag::index::BuildOptions;
 use rag::progress::ProgressMode;
@@ -37,6 +39,28 @@ pub fn skip(test: &str, why: &str) {
 /// Runs the `rag` binary built for these tests.
 pub fn rag() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
+}
+
+/// Runs `rag` with `args` and parses what it printed as JSON; a failed run fails the test with
+/// its stderr.
+pub fn rag_json<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> serde_json::Value {
+    let out = rag().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A tiny generated model in `dir/model` and a corpus of `records` x `per_record` paragraphs
+/// in `dir/corpus.json`.
+pub fn tiny_model_and_corpus(dir: &Path, records: usize, per_record: usize) -> (PathBuf, PathBuf) {
+    let model = dir.join("model");
+    TinyBert::default().write(&model).unwrap();
+    let corpus = dir.join("corpus.json");
+    write_corpus(&corpus, records, per_record);
+    (model, corpus)
 }
 
 const WORDS: [&str; 12] = [
@@ -81,6 +105,7 @@ pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> Bu
         encoder: EncoderOptions::default(),
         layers: Some(vec![1, 3]),
         dim: Some(16),
+        reduce: None,
         template: "{title}: {text}".into(),
         chunk_size: 32,
         skip_bad: false,
