@@ -148,28 +148,36 @@ def torch_run(args, mode, all_batches):
         else max(0.0, (total_steps - s) / max(1, total_steps - warm)))
 
     times, losses, padded, tokens = [], [], [], []
+    phases = {name: 0.0 for name in ("tokenize", "forward", "loss", "backward", "optimizer")}
     for step, batch in enumerate(all_batches[:total_steps]):
-        start = time.perf_counter()
+        marks = [time.perf_counter()]
         enc = tokenizer(interleaved_texts(batch), padding="longest", truncation=True,
                         max_length=args.max_len, return_tensors="pt")
+        marks.append(time.perf_counter())
         out = model(**enc, output_hidden_states=True)
         layers = [pool(out.hidden_states[i], enc["attention_mask"], pooling)
                   for i in range(1, n_layers + 1)]  # transformer layers 1..n
+        marks.append(time.perf_counter())
         loss = loss_fn(layers)
+        marks.append(time.perf_counter())
         loss.backward()
+        marks.append(time.perf_counter())
         if args.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        elapsed = time.perf_counter() - start
+        marks.append(time.perf_counter())
+        elapsed = marks[-1] - marks[0]
         if step >= args.warmup:
             times.append(elapsed)
+            for name, a, b in zip(phases, marks, marks[1:]):
+                phases[name] += b - a
             padded.append(int(enc["input_ids"].shape[1]))
             tokens.append(int(enc["attention_mask"].sum()))
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         print(f"  pytorch {mode} step {step + 1}/{total_steps}: {elapsed:.2f} s, "
-              f"loss {float(loss):.4f}{' (warm-up)' if step < args.warmup else ''}",
+              f"loss {losses[-1]:.4f}{' (warm-up)' if step < args.warmup else ''}",
               file=sys.stderr, flush=True)
     seconds = sum(times)
     return {
@@ -178,6 +186,7 @@ def torch_run(args, mode, all_batches):
         "seconds_per_step": round(seconds / len(times), 4),
         "median_seconds_per_step": round(statistics.median(times), 4),
         "examples_per_second": round(len(times) * args.batch_size / seconds, 3),
+        "phase_seconds_per_step": {k: round(v / len(times), 4) for k, v in phases.items()},
         "sequences_per_step": 3 * args.batch_size,
         "mean_padded_length": round(statistics.mean(padded), 2),
         "mean_real_tokens_per_step": round(statistics.mean(tokens), 1),
@@ -267,11 +276,13 @@ def write_report(args, report):
     md = ["# Training speed, `rag train` vs PyTorch (issue 4)", "",
           f"{report['date']}, {report['machine']}; {args.batch_size} NLI triplets "
           f"({3 * args.batch_size} sequences) per step, max length {args.max_len}, "
-          f"{args.threads} threads, AdamW lr {args.lr}, seed {args.seed}; "
-          f"PyTorch: {args.warmup} untimed warm-up steps, then {args.steps} timed.", "",
+          f"{args.threads} threads, AdamW lr {args.lr}, seed {args.seed}"
+          + (f"; PyTorch: {args.warmup} untimed warm-up steps, then {args.steps} timed."
+             if torch_runs else "."), "",
           table(report["runs"], report["ratios"]), ""]
     for r in torch_runs:
-        md.append(f"PyTorch {r['mode']}: median {r['median_seconds_per_step']:.3f} s/step, mean "
+        split = ", ".join(f"{k} {v:.3f}" for k, v in r["phase_seconds_per_step"].items())
+        md.append(f"PyTorch {r['mode']}: median {r['median_seconds_per_step']:.3f} s/step ({split}), mean "
                   f"padded length {r['mean_padded_length']}, {r['mean_real_tokens_per_step']} "
                   f"real tokens/step, loss {r['loss_first']} -> {r['loss_last']}, "
                   f"attention {r['attn_implementation']}, torch {r['versions']['torch']}.")
@@ -279,6 +290,10 @@ def write_report(args, report):
         md.append(f"Rust side not run: {report['rust_skipped']}.")
     md.append(f"Load average (1/5/15 min) before: {report['load_before']}, after: "
               f"{report['load_after']}.")
+    if report["load_before"] and report["load_before"][0] > 1.0:
+        md.append(f"**Not a quiet machine**: the 1-minute load average was "
+                  f"{report['load_before'][0]} on {os.cpu_count()} cores before the run, so other "
+                  f"work shared the cores and these timings are inflated; re-run when idle.")
     (args.out_dir / "train_speed.md").write_text("\n".join(md) + "\n")
     return "\n".join(md)
 
