@@ -21,7 +21,7 @@ tokenisation, forward, loss, backward, clipping and the optimiser step; --warmup
 first, untimed.
 
 Rust side: `RAG_BIN train --mode MODE --model MODEL --data nli --data-dir DATA --out TMP
---batch-size 32 --max-len 64 --max-steps N --seed 42 --json`, whose last stdout line is a JSON
+--batch-size 32 --max-len 64 --max-steps N --seed 42 --no-eval --json`, whose stdout is a JSON
 object with at least examples_per_second, steps and seconds (what it times is up to `rag`). If
 the binary or its `train` subcommand is missing, only the PyTorch side is reported.
 
@@ -225,25 +225,24 @@ def rust_unavailable(rag_bin: Path):
 
 
 def rust_run(args, mode):
-    """Run `rag train` once; returns its last stdout line (JSON) plus derived fields."""
+    """Run `rag train` once; returns its JSON summary (stdout) plus derived fields."""
     with tempfile.TemporaryDirectory(prefix="rag-train-speed-") as out_dir:
         cmd = [str(args.rag_bin), "train", "--mode", mode, "--model", str(args.model),
                "--data", "nli", "--data-dir", str(args.data_dir), "--out", out_dir,
                "--batch-size", str(args.batch_size), "--max-len", str(args.max_len),
-               "--max-steps", str(args.steps), "--seed", str(args.seed), "--json"]
+               "--max-steps", str(args.steps), "--seed", str(args.seed), "--no-eval", "--json"]
         if mode == "ese" and args.compression_size != RUST_DEFAULT_COMPRESSION:
             cmd += ["--compression-size", str(args.compression_size)]
         print("  " + " ".join(cmd), file=sys.stderr, flush=True)
         proc = subprocess.run(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    if proc.returncode != 0 or not lines:
+    if proc.returncode != 0 or not proc.stdout.strip():
         raise SystemExit(f"rag train failed (exit {proc.returncode})")
     try:
-        report = json.loads(lines[-1])
+        report = json.loads(proc.stdout)
         eps, steps, seconds = (report[k] for k in ("examples_per_second", "steps", "seconds"))
     except (ValueError, KeyError) as err:
-        raise SystemExit(f"rag train's last stdout line is not the expected JSON ({err}): "
-                         f"{lines[-1][:200]}")
+        raise SystemExit(f"rag train's output is not the expected JSON ({err}): "
+                         f"{proc.stdout[:200]}")
     return {"framework": "rust", "mode": mode, "steps": steps, "seconds": seconds,
             "seconds_per_step": round(seconds / steps, 4) if steps else None,
             "examples_per_second": eps, "command": cmd, "rag_report": report}

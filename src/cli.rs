@@ -396,6 +396,9 @@ pub struct TrainArgs {
     /// Optimizer steps between checkpoints.
     #[arg(long, default_value_t = 50)]
     pub checkpoint_every: usize,
+    /// Skip the STS-B evaluation whose table goes into the model card.
+    #[arg(long)]
+    pub no_eval: bool,
     /// Stop after this many steps, with a checkpoint, and go on later with --resume.
     #[arg(long)]
     pub pause_after: Option<usize>,
@@ -1066,6 +1069,26 @@ fn run_serve(args: ServeArgs) -> Result<()> {
     })
 }
 
+/// STS-B Spearman per layer x size of a freshly trained model, appended to its model card.
+fn card_evaluation(model_dir: &Path, data_dir: &Path) -> Result<()> {
+    let encoder = Encoder::load(model_dir, &EncoderOptions::default())?;
+    let report = sts::evaluate(
+        &encoder,
+        &StsOptions {
+            data_dir: data_dir.to_path_buf(),
+            datasets: vec![StsDataset::Stsb],
+            layers: None,
+            dims: None,
+            pca: false,
+            progress: ProgressMode::for_stderr(),
+        },
+    )
+    .context("evaluating the trained model on STS-B (--no-eval skips it)")?;
+    report.write(&model_dir.join("eval-sts"))?;
+    // The report's own title becomes a section of the card.
+    train::append_to_model_card(model_dir, &format!("#{}", report.markdown()))
+}
+
 fn run_train(args: TrainArgs) -> Result<()> {
     let options = TrainOptions {
         sources: data::resolve_sources(
@@ -1110,6 +1133,9 @@ fn run_train(args: TrainArgs) -> Result<()> {
         progress: ProgressMode::for_stderr(),
     };
     let summary = train::train(&options)?;
+    if summary.finished && !args.no_eval {
+        card_evaluation(&summary.out_dir, &args.data_dir.data_dir)?;
+    }
     if args.json {
         return print_json(&summary);
     }
