@@ -673,6 +673,36 @@ mod tests {
     }
 
     #[test]
+    fn two_step_refines_only_the_pooler_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let model_dir = tiny_model(dir.path(), true);
+        let data = synthetic_triplets(dir.path(), 64);
+        let first = dir.path().join("pooler");
+        let mut opts = options(&model_dir, &first, &data, Mode::Pooler);
+        opts.max_steps = Some(4);
+        train(&opts).unwrap();
+        let second = dir.path().join("pooler-2step");
+        let mut opts = options(&first, &second, &data, Mode::Pooler);
+        opts.two_step = true;
+        opts.max_steps = Some(4);
+        train(&opts).unwrap();
+        let read = |dir: &Path, file: &str| std::fs::read(dir.join(file)).unwrap();
+        assert!(read(&first, "model.safetensors") == read(&second, "model.safetensors"));
+        assert!(
+            read(&first, "2_Dense/model.safetensors") != read(&second, "2_Dense/model.safetensors")
+        );
+        // Two-step needs a pooler model to start from.
+        let mut bad = options(
+            &model_dir,
+            &dir.path().join("bad"),
+            &dir.path().join("train.jsonl"),
+            Mode::Pooler,
+        );
+        bad.two_step = true;
+        assert!(train(&bad).unwrap_err().to_string().contains("--two-step"));
+    }
+
+    #[test]
     fn autograd_gradients_match_finite_differences() {
         let dir = tempfile::tempdir().unwrap();
         let model_dir = tiny_model(dir.path(), false);

@@ -36,6 +36,46 @@ extern "C" {
     );
 }
 
+/// dgesdd's buffers for a square `n x n` SVD with jobz = 'S' (the input is overwritten).
+struct Dgesdd {
+    n: i32,
+    a: Vec<f64>,
+    s: Vec<f64>,
+    u: Vec<f64>,
+    vt: Vec<f64>,
+    iwork: Vec<i32>,
+}
+
+impl Dgesdd {
+    /// One call with `work`; `lwork = -1` asks for the workspace size in `work[0]`. Returns info.
+    fn run(&mut self, work: &mut [f64], lwork: i32) -> i32 {
+        let mut info = 0;
+        let n = &self.n;
+        // SAFETY: every buffer is sized as dgesdd documents for jobz = 'S', m = n (a, u, vt:
+        // n*n; s: n; iwork: 8n; work: lwork, or 1 for the query), and all leading dimensions
+        // are n.
+        unsafe {
+            dgesdd_(
+                &b'S',
+                n,
+                n,
+                self.a.as_mut_ptr(),
+                n,
+                self.s.as_mut_ptr(),
+                self.u.as_mut_ptr(),
+                n,
+                self.vt.as_mut_ptr(),
+                n,
+                work.as_mut_ptr(),
+                &lwork,
+                self.iwork.as_mut_ptr(),
+                &mut info,
+            )
+        };
+        info
+    }
+}
+
 /// The SVD of the `n x n` row-major matrix `a`, with sklearn's `svd_flip` sign convention: in
 /// every column of `U` the entry of largest magnitude is positive. Without a fixed convention
 /// LAPACK may return `-u, -v` for one batch and `u, v` for the next, and the target would flip.
@@ -43,71 +83,30 @@ pub fn svd(a: &[f64], n: usize) -> Result<Svd> {
     assert_eq!(a.len(), n * n, "svd of a non-square matrix");
     let dim = i32::try_from(n).map_err(|_| candle_core::Error::Msg("matrix too large".into()))?;
     // LAPACK is column-major: hand it A^T, whose SVD is V S U^T, and swap the factors back.
-    let mut at = a.to_vec();
-    let mut s = vec![0.0; n];
-    let mut u_of_at = vec![0.0; n * n];
-    let mut vt_of_at = vec![0.0; n * n];
-    let mut iwork = vec![0i32; 8 * n];
-    let mut info = 0i32;
-    let jobz = b'S';
-    let call = |work: &mut [f64],
-                lwork: i32,
-                at: &mut [f64],
-                s: &mut [f64],
-                u: &mut [f64],
-                vt: &mut [f64],
-                iwork: &mut [i32],
-                info: &mut i32| {
-        // SAFETY: every buffer is sized as dgesdd documents for jobz = 'S', m = n = dim
-        // (a, u, vt: n*n; s: n; iwork: 8n; work: lwork), and all leading dimensions are n.
-        unsafe {
-            dgesdd_(
-                &jobz,
-                &dim,
-                &dim,
-                at.as_mut_ptr(),
-                &dim,
-                s.as_mut_ptr(),
-                u.as_mut_ptr(),
-                &dim,
-                vt.as_mut_ptr(),
-                &dim,
-                work.as_mut_ptr(),
-                &lwork,
-                iwork.as_mut_ptr(),
-                info,
-            )
-        }
+    let mut lapack = Dgesdd {
+        n: dim,
+        a: a.to_vec(),
+        s: vec![0.0; n],
+        u: vec![0.0; n * n],
+        vt: vec![0.0; n * n],
+        iwork: vec![0; 8 * n],
     };
     let mut query = [0.0f64];
-    call(
-        &mut query,
-        -1,
-        &mut at,
-        &mut s,
-        &mut u_of_at,
-        &mut vt_of_at,
-        &mut iwork,
-        &mut info,
-    );
+    let info = lapack.run(&mut query, -1);
     if info != 0 {
         candle_core::bail!("LAPACK dgesdd workspace query failed (info {info})");
     }
     let lwork = query[0] as i32;
-    let mut work = vec![0.0; lwork.max(1) as usize];
-    call(
-        &mut work,
-        lwork,
-        &mut at,
-        &mut s,
-        &mut u_of_at,
-        &mut vt_of_at,
-        &mut iwork,
-        &mut info,
-    );
+    let info = lapack.run(&mut vec![0.0; lwork.max(1) as usize], lwork);
     if info != 0 {
         candle_core::bail!("LAPACK dgesdd did not converge (info {info})");
     }
+    let Dgesdd {
+        s,
+        u: u_of_at,
+        vt: vt_of_at,
+        ..
+    } = lapack;
     // Column-major U' of A^T read row-major is U'^T = V^T of A; likewise V'^T gives U.
     let (mut u, mut vt) = (vt_of_at, u_of_at);
     for j in 0..n {

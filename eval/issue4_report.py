@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Issue 4: gathers what eval/issue4_train.sh, issue4_hotpot.sh, issue4_train_speed.sh and
+`rag eval-sts` wrote under eval/issue4/ into one report, eval/issue4/README.md, with every target
+of the issue next to the measured value. Reads only; run it after the scripts.
+
+    python3 eval/issue4_report.py
+"""
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "eval" / "issue4"
+UNTRAINED_STS = ROOT / "eval" / "sts" / "all-MiniLM-L6-v2-pca" / "summary.json"
+UNTRAINED_HOTPOT = ROOT / "eval" / "issue2" / "rag_recall.json"
+MODELS = ["ese-nli", "raw-nli", "mrl-nli", "2dmse-nli", "pooler64-nli", "ese-nli-pairs"]
+
+
+def load(path):
+    """The JSON at `path`, or None while it is missing or still being written."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def sts_cell(summary, layer, dim, method="truncate", dataset="STS-B"):
+    for cell in summary["cells"]:
+        if (cell["layer"], cell["dim"], cell["method"]) == (layer, dim, method):
+            return cell["per_dataset"].get(dataset) if dataset else cell["average"]
+    return None
+
+
+def shallow(summary, dim, method="truncate", dataset="STS-B"):
+    for row in summary.get("shallow", []):
+        if (row["dim"], row["method"]) == (dim, method):
+            return row["per_dataset"].get(dataset) if dataset else row["average"]
+    return None
+
+
+def fmt(value, digits=2):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def hotpot_recall(summary, layers, dim):
+    for cell in summary["cells"]:
+        if (cell["layers"], cell["dim"]) == (layers, dim):
+            return cell["recall"]["5"]
+    return None
+
+
+def main():
+    sts = {name: load(OUT / "sts" / name / "summary.json") for name in MODELS}
+    sts["raw-nli-pca"] = load(OUT / "sts" / "raw-nli-pca" / "summary.json")
+    sts["untrained"] = load(UNTRAINED_STS)
+    train = {name: load(OUT / f"train-{name}.json") for name in MODELS}
+    hotpot = {name: load(OUT / f"hotpot-{name}.json") for name in MODELS}
+    hotpot["untrained"] = load(UNTRAINED_HOTPOT)
+    speed = load(OUT / "train_speed.json")
+    lines = ["# Issue 4: `rag train` measurements", "",
+             "All models start from the default all-MiniLM-L6-v2 and train one epoch on the NLI",
+             "triplets (8,094 SNLI + MultiNLI dev premises; 252 steps of 32), seed 42, lr 5e-5, max",
+             "length 64, mean pooling, on 2 cores. Scripts: `eval/issue4_train.sh` (training),",
+             "`rag eval-sts` (STS), `eval/issue4_hotpot.sh` (HotpotQA), `eval/issue4_train_speed.sh`.",
+             "Re-generate this page with `python3 eval/issue4_report.py`.", ""]
+
+    lines += ["## STS-B test Spearman x100, shallow layers (< Avg = mean of layers 1-5)", "",
+              "| model | < Avg @384 | < Avg @64 | layer 6 @384 | layer 6 @64 | layer 6 @32 |",
+              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name in ["untrained"] + MODELS:
+        s = sts.get(name)
+        if not s:
+            continue
+        width = s["hidden_size"]
+        lines.append(f"| {name} | {fmt(shallow(s, width))} | {fmt(shallow(s, 64))} | "
+                     f"{fmt(sts_cell(s, 6, width))} | {fmt(sts_cell(s, 6, 64))} | {fmt(sts_cell(s, 6, 32))} |")
+    lines.append("")
+
+    lines += ["## Small sizes, last layer: ESE truncation vs post-hoc PCA of RAW vs the pooler", "",
+              "STS-B and the mean over all 7 STS sets. PCA is fitted on the evaluated sentences",
+              "themselves (its best case).", "",
+              "| size | ESE (first k) | RAW (first k) | RAW + PCA | pooler-64 | ESE avg7 | RAW+PCA avg7 | pooler-64 avg7 |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    ese, raw, pca, pooler = (sts.get(n) for n in ["ese-nli", "raw-nli", "raw-nli-pca", "pooler64-nli"])
+    for k in (64, 32):
+        pooler_b = sts_cell(pooler, 6, 64) if pooler and k == 64 else None
+        pooler_a = sts_cell(pooler, 6, 64, dataset=None) if pooler and k == 64 else None
+        lines.append(
+            f"| {k} | {fmt(ese and sts_cell(ese, 6, k))} | {fmt(raw and sts_cell(raw, 6, k))} | "
+            f"{fmt(pca and sts_cell(pca, 6, k, 'pca'))} | {fmt(pooler_b)} | "
+            f"{fmt(ese and sts_cell(ese, 6, k, dataset=None))} | "
+            f"{fmt(pca and sts_cell(pca, 6, k, 'pca', dataset=None))} | {fmt(pooler_a)} |")
+    lines.append("")
+
+    lines += ["## HotpotQA dense Recall@5 (19k paragraphs, 1,186 distractor questions)", "",
+              "| model | 3 layers / 64 dims | 3 / 384 | 6 / 64 | 6 layers / 384 dims |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for name in ["untrained"] + MODELS:
+        h = hotpot.get(name)
+        if h:
+            lines.append(f"| {name} | " + " | ".join(
+                fmt(hotpot_recall(h, l, d), 3) for l, d in [(3, 64), (3, 384), (6, 64), (6, 384)]) + " |")
+    lines.append("")
+
+    lines += ["## Training time (one epoch, 252 steps)", "",
+              "| model | seconds | s/step | examples/s | final loss |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name in MODELS:
+        t = train.get(name)
+        if t:
+            lines.append(f"| {name} | {t['seconds']:.0f} | {t['seconds_per_step']:.2f} | "
+                         f"{t['examples_per_second']:.1f} | {t['final_loss']:.3f} |")
+    lines.append("")
+    if speed:
+        lines += ["## Side by side with PyTorch (eval/issue4_train_speed.sh)", "",
+                  (OUT / "train_speed.md").read_text().split("\n", 2)[-1].strip(), ""]
+    (OUT / "README.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
