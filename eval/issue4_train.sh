@@ -31,7 +31,7 @@ for mode in "${modes[@]}"; do
         ese-pairs) train ese-nli-pairs --mode ese --data nli \
             --pairs-from-corpus ../shared/data/hotpotqa/hotpot_dev_fullwiki_sample.json \
             --pairs-from-corpus ../shared/data/hotpotqa/hotpot_dev_distractor_sample.json \
-            --max-examples "${PAIRS_LIMIT:-3000}" ;;
+            --max-corpus-pairs "${PAIRS_LIMIT:-3000}" ;;
         *) train "$mode-nli" --mode "$mode" ;;
     esac
 done

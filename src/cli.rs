@@ -350,9 +350,12 @@ pub struct TrainArgs {
     /// of the paragraph); may be repeated.
     #[arg(long)]
     pub pairs_from_corpus: Vec<PathBuf>,
-    /// Read at most this many examples from each source.
+    /// Read at most this many examples from each --data source.
     #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
     pub max_examples: usize,
+    /// Make at most this many pairs from each --pairs-from-corpus corpus.
+    #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
+    pub max_corpus_pairs: usize,
     #[command(flatten)]
     pub data_dir: DataArgs,
     /// ESE's k: the size shallow layers and the compression target are trained at.
@@ -1099,6 +1102,7 @@ fn run_train(args: TrainArgs) -> Result<()> {
         model_dir: args.model,
         out_dir: args.out,
         max_examples: args.max_examples,
+        max_corpus_pairs: args.max_corpus_pairs,
         objective: Objective {
             mode: args.mode,
             angle: AngleLoss {

@@ -34,8 +34,10 @@ pub struct TrainOptions {
     pub model_dir: PathBuf,
     pub out_dir: PathBuf,
     pub sources: Vec<Source>,
-    /// Most examples read from each source.
+    /// Most examples read from each `--data` source.
     pub max_examples: usize,
+    /// Most pairs made from each `--pairs-from-corpus` corpus.
+    pub max_corpus_pairs: usize,
     pub objective: Objective,
     pub pooling: Option<Pooling>,
     pub pooler_dim: usize,
@@ -226,7 +228,11 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
     let mut examples: Vec<Example> = Vec::new();
     let mut data = Vec::new();
     for source in &options.sources {
-        let read = source.read(options.max_examples)?;
+        let limit = match source {
+            Source::CorpusPairs(_) => options.max_corpus_pairs,
+            _ => options.max_examples,
+        };
+        let read = source.read(limit)?;
         if read.is_empty() {
             bail!("{}: no training examples in it", source.path().display());
         }
@@ -538,6 +544,7 @@ mod tests {
             out_dir: out_dir.to_path_buf(),
             sources: vec![Source::Jsonl(data.to_path_buf())],
             max_examples: usize::MAX,
+            max_corpus_pairs: usize::MAX,
             objective: Objective {
                 mode,
                 angle: AngleLoss::default(),
