@@ -74,6 +74,8 @@ def main():
         width = s["hidden_size"]
         lines.append(f"| {name} | {fmt(shallow(s, width))} | {fmt(shallow(s, 64))} | "
                      f"{fmt(sts_cell(s, 6, width))} | {fmt(sts_cell(s, 6, 64))} | {fmt(sts_cell(s, 6, 32))} |")
+    lines += ["", "pooler64-nli outputs 64 dimensions: its @384 cells show its full 64-dim output and",
+              "its @32 cells the first 32 of those (a 32-dim pooler was not trained)."]
     lines.append("")
 
     lines += ["## Small sizes, last layer: ESE truncation vs post-hoc PCA of RAW vs the pooler", "",
