@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -33,6 +33,42 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .and_then(|()| file.sync_all())
         .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+}
+
+/// `<dir>.<suffix>` beside `dir`: where work on `dir` is staged or its old copy waits.
+pub fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{suffix}"));
+    dir.with_file_name(name)
+}
+
+/// Puts the finished directory `staged` in place of `target` with two renames. Between them
+/// the old `target` exists only as `<target>.old`, which [`recover_interrupted_install`] puts
+/// back.
+pub fn install_dir(staged: &Path, target: &Path) -> Result<()> {
+    let old = sibling(target, "old");
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    }
+    if target.exists() {
+        std::fs::rename(target, &old)
+            .with_context(|| format!("moving {} aside", target.display()))?;
+    }
+    std::fs::rename(staged, target).with_context(|| format!("installing {}", target.display()))?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    }
+    Ok(())
+}
+
+/// Undoes an [`install_dir`] cut off between its two renames.
+pub fn recover_interrupted_install(target: &Path) -> Result<()> {
+    let old = sibling(target, "old");
+    if !target.exists() && old.exists() {
+        std::fs::rename(&old, target)
+            .with_context(|| format!("restoring {} from {}", target.display(), old.display()))?;
+    }
+    Ok(())
 }
 
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {

@@ -96,17 +96,7 @@ struct Checkpoint {
 
 /// `index/default` -> `index/default.building`.
 pub fn building_dir(index_dir: &Path) -> PathBuf {
-    sibling(index_dir, "building")
-}
-
-fn old_dir(index_dir: &Path) -> PathBuf {
-    sibling(index_dir, "old")
-}
-
-fn sibling(dir: &Path, suffix: &str) -> PathBuf {
-    let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".{suffix}"));
-    dir.with_file_name(name)
+    util::sibling(index_dir, "building")
 }
 
 fn vectors_file(dir: &Path, depth: usize) -> PathBuf {
@@ -243,7 +233,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     // The raw vectors live on inside the faiss files; the checkpoint is no longer needed.
     std::fs::remove_dir_all(work.join("vectors")).context("removing raw vectors")?;
     std::fs::remove_file(work.join(PROGRESS_FILE)).context("removing progress file")?;
-    install(&work, &options.index_dir)?;
+    util::install_dir(&work, &options.index_dir)?;
 
     Ok(BuildSummary {
         index_dir: options.index_dir.clone(),
@@ -269,7 +259,7 @@ fn current_manifest(
     dim: usize,
     reduce: Option<PcaSpec>,
 ) -> Option<Manifest> {
-    recover_interrupted_install(index_dir).ok()?;
+    util::recover_interrupted_install(index_dir).ok()?;
     let manifest = Manifest::read(index_dir).ok()?;
     let same = manifest.model == plan.model
         && manifest.layers == plan.layers
@@ -484,35 +474,6 @@ fn build_dense(
     index.save(&dense_file(work, depth, stored_dim))?;
     if dim != stored_dim {
         index.truncated(dim)?.save(&dense_file(work, depth, dim))?;
-    }
-    Ok(())
-}
-
-/// Puts the finished build in place of the live index with two renames. Between them the live
-/// index exists only as `<index>.old`, which [`recover_interrupted_install`] puts back.
-fn install(work: &Path, index_dir: &Path) -> Result<()> {
-    let old = old_dir(index_dir);
-    if old.exists() {
-        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
-    }
-    if index_dir.exists() {
-        std::fs::rename(index_dir, &old)
-            .with_context(|| format!("moving {} aside", index_dir.display()))?;
-    }
-    std::fs::rename(work, index_dir)
-        .with_context(|| format!("installing {}", index_dir.display()))?;
-    if old.exists() {
-        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
-    }
-    Ok(())
-}
-
-/// Undoes an install cut off between its two renames.
-pub fn recover_interrupted_install(index_dir: &Path) -> Result<()> {
-    let old = old_dir(index_dir);
-    if !index_dir.exists() && old.exists() {
-        std::fs::rename(&old, index_dir)
-            .with_context(|| format!("restoring {} from {}", index_dir.display(), old.display()))?;
     }
     Ok(())
 }

@@ -58,7 +58,7 @@ pub struct Index {
 
 impl Index {
     pub fn open(dir: &Path) -> Result<Self> {
-        build::recover_interrupted_install(dir)?;
+        crate::util::recover_interrupted_install(dir)?;
         let manifest = Manifest::read(dir)?;
         let docs = DocStore::open(dir)?;
         if docs.len() as u64 != manifest.documents {

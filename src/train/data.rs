@@ -258,6 +258,16 @@ pub fn read_jsonl(path: &Path, limit: usize) -> Result<Vec<Example>> {
     Ok(examples)
 }
 
+/// A paragraph given as its sentences: the first one and the rest, if it has more than one.
+fn split_sentences(sentences: &[String]) -> Option<(String, String)> {
+    (sentences.len() > 1).then(|| {
+        (
+            sentences[0].trim().to_string(),
+            sentences[1..].concat().trim().to_string(),
+        )
+    })
+}
+
 /// Splits a paragraph given as one string into its first sentence and the rest.
 fn split_first_sentence(text: &str) -> Option<(String, String)> {
     let cut = text
@@ -282,25 +292,11 @@ pub fn corpus_pairs(path: &Path, limit: usize) -> Result<Vec<Example>> {
             match (&record.context, &record.title, &record.text) {
                 (Some(context), _, _) => context
                     .iter()
-                    .map(|(title, sentences)| {
-                        let split = (sentences.len() > 1).then(|| {
-                            (
-                                sentences[0].trim().to_string(),
-                                sentences[1..].concat().trim().to_string(),
-                            )
-                        });
-                        (title.clone(), split)
-                    })
+                    .map(|(title, sentences)| (title.clone(), split_sentences(sentences)))
                     .collect(),
-                (None, Some(title), Some(ParagraphText::Sentences(sentences))) => vec![(
-                    title.clone(),
-                    (sentences.len() > 1).then(|| {
-                        (
-                            sentences[0].trim().to_string(),
-                            sentences[1..].concat().trim().to_string(),
-                        )
-                    }),
-                )],
+                (None, Some(title), Some(ParagraphText::Sentences(sentences))) => {
+                    vec![(title.clone(), split_sentences(sentences))]
+                }
                 (None, Some(title), Some(ParagraphText::Joined(text))) => {
                     vec![(title.clone(), split_first_sentence(text))]
                 }

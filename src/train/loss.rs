@@ -75,20 +75,18 @@ fn logsumexp(v: &Tensor) -> Result<Tensor> {
     (v.broadcast_sub(&max)?.exp()?.sum_keepdim(0)?.log()? + max)?.squeeze(0)
 }
 
-/// Cross-entropy of `scores` `[b, t]` against the target index `i` for row `i`, batch mean.
-fn cross_entropy_on_diagonal(scores: &Tensor) -> Result<Tensor> {
-    let (b, t) = scores.dims2()?;
-    let lse = (scores.broadcast_sub(&scores.max_keepdim(1)?.detach())?)
-        .exp()?
-        .sum(1)?
-        .log()?
-        .add(&scores.max(1)?.detach())?;
-    let eye: Vec<f32> = (0..b * t)
-        .map(|p| if p / t == p % t { 1.0 } else { 0.0 })
+/// A `[rows, cols]` matrix with `value` on the diagonal and zeros elsewhere.
+fn diagonal(rows: usize, cols: usize, value: f32, device: &Device) -> Result<Tensor> {
+    let values: Vec<f32> = (0..rows * cols)
+        .map(|p| if p / cols == p % cols { value } else { 0.0 })
         .collect();
-    let eye = Tensor::from_vec(eye, (b, t), scores.device())?;
-    let target = (scores * eye)?.sum(1)?;
-    (lse - target)?.mean_all()
+    Tensor::from_vec(values, (rows, cols), device)
+}
+
+/// Cross-entropy of `scores` against the (one-hot or all-zero) rows of `target`, batch mean.
+fn cross_entropy(scores: &Tensor, target: &Tensor) -> Result<Tensor> {
+    let log_probs = candle_nn::ops::log_softmax(scores, D::Minus1)?;
+    (target * log_probs)?.sum(1)?.neg()?.mean_all()
 }
 
 /// angle_emb's `contrastive_with_negative_loss`: each query against every positive (and hard
@@ -104,7 +102,9 @@ pub fn contrastive(
         None => positive.clone(),
     };
     let scores = (l2_normalize(query)?.matmul(&l2_normalize(&targets)?.t()?)? * tau)?;
-    cross_entropy_on_diagonal(&scores)
+    let (b, t) = scores.dims2()?;
+    // Query i's own positive is target i.
+    cross_entropy(&scores, &diagonal(b, t, 1.0, scores.device())?)
 }
 
 /// CoSENT-style ranking: `log(1 + sum over (i, j) with label_i < label_j of exp(v_i - v_j))`.
@@ -161,11 +161,8 @@ fn in_batch_scored(x: &Tensor, labels: &[f32], tau: f64) -> Result<Tensor> {
     let rows = x.dim(0)?;
     let pairs = labels.len();
     let normed = l2_normalize(x)?;
-    let eye: Vec<f32> = (0..rows * rows)
-        .map(|p| if p / rows == p % rows { 1e12 } else { 0.0 })
-        .collect();
-    let sims =
-        ((normed.matmul(&normed.t()?)? - Tensor::from_vec(eye, (rows, rows), x.device())?)? * tau)?;
+    // A text is never its own candidate.
+    let sims = ((normed.matmul(&normed.t()?)? - diagonal(rows, rows, 1e12, x.device())?)? * tau)?;
     let mut target = vec![0f32; rows * rows];
     for (pair, label) in labels.iter().enumerate() {
         if label.trunc() != 0.0 {
@@ -173,9 +170,7 @@ fn in_batch_scored(x: &Tensor, labels: &[f32], tau: f64) -> Result<Tensor> {
             target[(pair + pairs) * rows + pair] = 1.0;
         }
     }
-    let target = Tensor::from_vec(target, (rows, rows), x.device())?;
-    let log_probs = candle_nn::ops::log_softmax(&sims, D::Minus1)?;
-    (target * log_probs)?.sum(1)?.neg()?.mean_all()
+    cross_entropy(&sims, &Tensor::from_vec(target, (rows, rows), x.device())?)
 }
 
 impl AngleLoss {
@@ -410,16 +405,16 @@ impl Objective {
     }
 }
 
-/// A tensor from nested rows (tests and fixtures).
-pub fn tensor_from_rows(rows: &[Vec<f32>], device: &Device) -> Result<Tensor> {
-    let cols = rows.first().map_or(0, Vec::len);
-    let flat: Vec<f32> = rows.iter().flatten().copied().collect();
-    Tensor::from_vec(flat, (rows.len(), cols), device)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tensor from nested rows.
+    fn tensor_from_rows(rows: &[Vec<f32>], device: &Device) -> Result<Tensor> {
+        let cols = rows.first().map_or(0, Vec::len);
+        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+        Tensor::from_vec(flat, (rows.len(), cols), device)
+    }
 
     fn t(rows: &[&[f32]]) -> Tensor {
         let rows: Vec<Vec<f32>> = rows.iter().map(|r| r.to_vec()).collect();

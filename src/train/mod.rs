@@ -263,15 +263,10 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
         base_weights_sha256: util::sha256_file(&crate::encoder::weights_file(&options.model_dir)?)?,
         objective: objective.clone(),
         pooling: model.pooling,
-        pooler_dim: (mode == Mode::Pooler)
-            .then(|| {
-                model
-                    .head_tensors()
-                    .ok()
-                    .flatten()
-                    .map(|(c, _)| c.out_features)
-            })
-            .flatten(),
+        pooler_dim: model
+            .head
+            .as_ref()
+            .map(|(head, _)| head.config.out_features),
         two_step: options.two_step,
         layer_weights: (1..depth).map(layer_weight).collect(),
         data,

@@ -36,25 +36,23 @@ pub fn scheduled_lr(peak: f64, step: usize, warmup: usize, total: usize) -> f64 
 
 impl AdamW {
     pub fn new(vars: Vec<(String, Var)>, config: AdamWConfig) -> Self {
-        let zeros = || {
-            vars.iter()
-                .map(|(_, v)| vec![0.0; v.elem_count()])
-                .collect()
-        };
-        Self {
-            first_moment: zeros(),
-            second_moment: zeros(),
+        let mut optimizer = Self {
+            first_moment: Vec::new(),
+            second_moment: Vec::new(),
             vars,
             config,
             step: 0,
-        }
+        };
+        optimizer.first_moment = optimizer.zero_grads();
+        optimizer.second_moment = optimizer.zero_grads();
+        optimizer
     }
 
     pub fn vars(&self) -> &[(String, Var)] {
         &self.vars
     }
 
-    /// Zeroed gradient accumulators, one per variable.
+    /// One zeroed vector per variable: gradient accumulators, or fresh moments.
     pub fn zero_grads(&self) -> Vec<Vec<f32>> {
         self.vars
             .iter()

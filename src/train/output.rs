@@ -29,12 +29,7 @@ const COPIED_FILES: [&str; 7] = [
 
 /// A training run's working directory: `<out>.training/` beside the output.
 pub fn work_dir(out_dir: &Path) -> PathBuf {
-    let mut name = out_dir
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".training");
-    out_dir.with_file_name(name)
+    util::sibling(out_dir, "training")
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -54,24 +49,13 @@ fn save_tensors(tensors: &HashMap<String, Tensor>, path: &Path) -> Result<()> {
 /// Writes `fill`'s files into `<dir>.tmp` and then swaps it in place of `dir`, so an
 /// interruption leaves either the previous directory or the new one.
 fn replace_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let tmp = dir.with_extension("tmp");
-    let old = dir.with_extension("old");
-    for stale in [&tmp, &old] {
-        if stale.exists() {
-            std::fs::remove_dir_all(stale)
-                .with_context(|| format!("removing {}", stale.display()))?;
-        }
+    let tmp = util::sibling(dir, "tmp");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
     }
     std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     fill(&tmp)?;
-    if dir.exists() {
-        std::fs::rename(dir, &old).with_context(|| format!("moving {} aside", dir.display()))?;
-    }
-    std::fs::rename(&tmp, dir).with_context(|| format!("installing {}", dir.display()))?;
-    if old.exists() {
-        std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
-    }
-    Ok(())
+    util::install_dir(&tmp, dir)
 }
 
 pub fn save_checkpoint(work: &Path, optimizer: &AdamW, state: &CheckpointState) -> Result<()> {
