@@ -13,6 +13,7 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, LayerNorm, Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
 
+use super::gemm::{self, PackedLinear};
 use super::kernels;
 use crate::util::Rng;
 
@@ -209,12 +210,12 @@ impl BertEmbeddings {
     }
 }
 
-/// A projection kept for inference with its weight transposed to `[in, out]` and contiguous: the
-/// GEMM then reads it in place instead of repacking it on every call, which was most of the
-/// cost of encoding one short question.
-struct Projection {
-    weight_t: Tensor,
-    bias: Tensor,
+/// A projection prepared for inference: packed for the AVX-512 kernel where the CPU has it,
+/// else kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place
+/// instead of repacking it on every call (most of the cost of encoding one short question).
+enum Projection {
+    Packed(PackedLinear),
+    Transposed { weight_t: Tensor, bias: Tensor },
 }
 
 impl Projection {
@@ -224,19 +225,40 @@ impl Projection {
             .iter()
             .map(|l| l.bias().expect("BERT projections are loaded with a bias"))
             .collect();
-        Ok(Self {
-            weight_t: Tensor::cat(&weights, 0)?.t()?.contiguous()?,
-            bias: Tensor::cat(&biases, 0)?,
+        let (weight, bias) = (Tensor::cat(&weights, 0)?, Tensor::cat(&biases, 0)?);
+        Ok(if gemm::supported() {
+            Self::Packed(PackedLinear::new(&weight, &bias)?)
+        } else {
+            Self::Transposed {
+                weight_t: weight.t()?.contiguous()?,
+                bias,
+            }
         })
     }
 
-    /// `xs W^T` for `[batch, seq, in]`, bias not added.
-    fn matmul(&self, xs: &Tensor) -> Result<Tensor> {
-        matmul_tokens(xs, &self.weight_t)
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Packed(packed) => packed.forward(xs),
+            Self::Transposed { weight_t, bias } => matmul_tokens(xs, weight_t)?.broadcast_add(bias),
+        }
     }
 
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        self.matmul(xs)?.broadcast_add(&self.bias)
+    /// `gelu(xs W^T + b)`.
+    fn forward_gelu(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Packed(packed) => packed.forward_gelu(xs),
+            Self::Transposed { weight_t, bias } => {
+                kernels::bias_gelu(&matmul_tokens(xs, weight_t)?, bias)
+            }
+        }
+    }
+
+    /// `xs W^T + b + residual`.
+    fn forward_residual(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Packed(packed) => packed.forward_residual(xs, residual),
+            Self::Transposed { .. } => self.forward(xs)? + residual,
+        }
     }
 }
 
@@ -327,14 +349,11 @@ impl BertLayer {
     ) -> Result<Tensor> {
         let qkv = weights.qkv.forward(xs)?;
         let context = kernels::attention(&qkv, &mask.lengths, self.num_heads, self.head_dim)?;
-        let attended = weights.attention_output.forward(&context)?;
-        let xs = self.attention_norm.forward(&(attended + xs)?, false)?;
-        let inner = kernels::bias_gelu(
-            &weights.intermediate.matmul(&xs)?,
-            &weights.intermediate.bias,
-        )?;
-        let out = weights.output.forward(&inner)?;
-        self.output_norm.forward(&(out + xs)?, false)
+        let attended = weights.attention_output.forward_residual(&context, xs)?;
+        let xs = self.attention_norm.forward(&attended, false)?;
+        let inner = weights.intermediate.forward_gelu(&xs)?;
+        let out = weights.output.forward_residual(&inner, &xs)?;
+        self.output_norm.forward(&out, false)
     }
 
     /// candle's own ops throughout: what training differentiates, and what runs before

@@ -53,7 +53,7 @@ fn erf_approx(x: f32) -> f32 {
 }
 
 #[inline(always)]
-fn gelu(x: f32) -> f32 {
+pub(super) fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf_approx(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 

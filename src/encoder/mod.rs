@@ -3,6 +3,7 @@
 
 pub mod bert;
 pub mod dense;
+mod gemm;
 mod kernels;
 pub mod pooling;
 pub mod tiny;

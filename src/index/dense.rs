@@ -6,7 +6,11 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 use faiss::index::flat::FlatIndexImpl;
-use faiss::{ConcurrentIndex, Index};
+use faiss::index::SearchWithParams;
+use faiss::search_params::SearchParameters;
+use faiss::selector::IdSelector;
+use faiss::{ConcurrentIndex, Idx, Index};
+use rayon::prelude::*;
 
 use crate::vectors::Matrix;
 
@@ -18,8 +22,18 @@ fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
     anyhow!("faiss: {e}")
 }
 
+/// faiss scans the index once per query below 20 queries a call and switches to one GEMM over
+/// all of them above that. A server's batch of a handful of questions is far cheaper as one
+/// GEMM (the index is read from memory once instead of once per question).
+fn use_gemm_from_two_queries() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: sets a plain global int in faiss before any search reads it.
+    ONCE.call_once(|| unsafe { faiss_sys::faiss_set_distance_compute_blas_threshold(2) });
+}
+
 impl DenseIndex {
     pub fn new(dim: usize) -> Result<Self> {
+        use_gemm_from_two_queries();
         Ok(Self {
             index: FlatIndexImpl::new_l2(dim as u32).map_err(faiss_error)?,
         })
@@ -77,6 +91,7 @@ impl DenseIndex {
     }
 
     pub fn load(path: &Path) -> Result<Self> {
+        use_gemm_from_two_queries();
         let path_str = path.to_str().context("index path is not UTF-8")?;
         let index = faiss::read_index(path_str)
             .map_err(faiss_error)
@@ -106,20 +121,59 @@ impl DenseIndex {
         if k == 0 {
             return Ok(vec![Vec::new(); rows]);
         }
-        let result = ConcurrentIndex::search(&self.index, queries, k).map_err(faiss_error)?;
-        Ok(result
-            .labels
-            .chunks(k)
-            .zip(result.distances.chunks(k))
-            .map(|(labels, distances)| {
-                labels
+        let threads = rayon::current_num_threads();
+        if rows >= threads || self.len() < threads * MIN_SPLIT_ROWS {
+            let result = ConcurrentIndex::search(&self.index, queries, k).map_err(faiss_error)?;
+            return Ok(to_hits(&result.labels, &result.distances, k));
+        }
+        // faiss spreads a search over queries, so one question would scan the whole index on
+        // one core: give each core a range of the rows instead, then merge their top k.
+        let total = self.len() as u64;
+        let parts: Vec<_> = (0..threads as u64)
+            .into_par_iter()
+            .map(|part| {
+                let range = IdSelector::range(
+                    Idx::new(total * part / threads as u64),
+                    Idx::new(total * (part + 1) / threads as u64),
+                )
+                .and_then(SearchParameters::new)
+                .map_err(faiss_error)?;
+                self.index
+                    .search_with_params(queries, k, &range)
+                    .map_err(faiss_error)
+            })
+            .collect::<Result<_>>()?;
+        Ok((0..rows)
+            .map(|row| {
+                let mut hits: Vec<(u64, f32)> = parts
                     .iter()
-                    .zip(distances)
-                    .filter_map(|(label, &d)| label.get().map(|id| (id, 1.0 - d / 2.0)))
-                    .collect()
+                    .flat_map(|p| to_hits(&p.labels[row * k..][..k], &p.distances[row * k..][..k], k))
+                    .flatten()
+                    .collect();
+                hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                hits.truncate(k);
+                hits
             })
             .collect())
     }
+}
+
+/// Below this many rows per core, splitting a search costs more than it saves.
+const MIN_SPLIT_ROWS: usize = 4096;
+
+/// faiss's `k` labels and squared distances per query as (id, cosine), absent hits dropped.
+fn to_hits(labels: &[Idx], distances: &[f32], k: usize) -> Vec<Vec<(u64, f32)>> {
+    labels
+        .chunks(k)
+        .zip(distances.chunks(k))
+        .map(|(labels, distances)| {
+            labels
+                .iter()
+                .zip(distances)
+                .filter_map(|(label, &d)| label.get().map(|id| (id, 1.0 - d / 2.0)))
+                .collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -152,5 +206,27 @@ mod tests {
         assert_eq!(small.dim(), 2);
         assert_eq!(small.search(&[1.0, 0.0], 1).unwrap()[0].0, 0);
         assert!(small.search(&[1.0, 0.0, 0.0], 1).is_err());
+    }
+
+    /// One question is searched in ranges, one per core; it must find what one whole scan finds.
+    #[test]
+    fn split_single_query_search_matches_one_scan() {
+        let (rows, dim) = (3 * MIN_SPLIT_ROWS + 17, 8);
+        let mut rng = crate::util::Rng::new(5);
+        let data = (0..rows * dim)
+            .map(|_| (rng.next_u64() % 1000) as f32 / 500.0 - 1.0)
+            .collect();
+        let mut m = Matrix::from_vec(rows, dim, data);
+        m.normalize_rows();
+        let index = DenseIndex::from_matrix(&m).unwrap();
+        let query = &m.data[42 * dim..43 * dim];
+        let whole = ConcurrentIndex::search(&index.index, query, 10).unwrap();
+        let expected = to_hits(&whole.labels, &whole.distances, 10).pop().unwrap();
+        let got = index.search(query, 10).unwrap();
+        assert_eq!(got[0].0, 42);
+        assert_eq!(
+            got.iter().map(|h| h.0).collect::<Vec<_>>(),
+            expected.iter().map(|h| h.0).collect::<Vec<_>>()
+        );
     }
 }
