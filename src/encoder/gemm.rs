@@ -12,6 +12,8 @@
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
+use super::kernels;
+
 /// Output columns per panel: four AVX-512 vectors.
 const PANEL: usize = 64;
 const VECS: usize = PANEL / 16;
@@ -86,18 +88,29 @@ impl PackedLinear {
 
     /// `xs W^T + b` for `xs` `[.., in]`.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        xs.contiguous()?.apply_op1_no_bwd(&Apply { linear: self, gelu: false })
+        xs.contiguous()?.apply_op1_no_bwd(&Apply {
+            linear: self,
+            gelu: false,
+        })
     }
 
     /// `gelu(xs W^T + b)`, the exact (erf) GELU.
     pub fn forward_gelu(&self, xs: &Tensor) -> Result<Tensor> {
-        xs.contiguous()?.apply_op1_no_bwd(&Apply { linear: self, gelu: true })
+        xs.contiguous()?.apply_op1_no_bwd(&Apply {
+            linear: self,
+            gelu: true,
+        })
     }
 
     /// `xs W^T + b + residual`, `residual` shaped like the output.
     pub fn forward_residual(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        xs.contiguous()?
-            .apply_op2_no_bwd(&residual.contiguous()?, &Apply { linear: self, gelu: false })
+        xs.contiguous()?.apply_op2_no_bwd(
+            &residual.contiguous()?,
+            &Apply {
+                linear: self,
+                gelu: false,
+            },
+        )
     }
 
     fn run(&self, xs: &[f32], epilogue: Epilogue) -> Vec<f32> {
@@ -162,25 +175,25 @@ impl PackedLinear {
                     out_dim: self.out_dim,
                     cols,
                 };
-                let epilogue = match (finish, epilogue) {
-                    (false, _) => Finish::Partial,
-                    (true, Epilogue::Bias) => Finish::Bias(self.bias.as_ptr().add(panel * PANEL)),
-                    (true, Epilogue::BiasGelu) => {
-                        Finish::BiasGelu(self.bias.as_ptr().add(panel * PANEL))
-                    }
-                    (true, Epilogue::BiasResidual(residual)) => Finish::BiasResidual(
-                        self.bias.as_ptr().add(panel * PANEL),
-                        residual.as_ptr().add(row * self.out_dim + panel * PANEL),
-                    ),
-                };
                 let take = TILE_ROWS.min(rows.end - row);
                 match take {
-                    6 => tile.run::<6>(epilogue),
-                    5 => tile.run::<5>(epilogue),
-                    4 => tile.run::<4>(epilogue),
-                    3 => tile.run::<3>(epilogue),
-                    2 => tile.run::<2>(epilogue),
-                    _ => tile.run::<1>(epilogue),
+                    6 => tile.accumulate::<6>(),
+                    5 => tile.accumulate::<5>(),
+                    4 => tile.accumulate::<4>(),
+                    3 => tile.accumulate::<3>(),
+                    2 => tile.accumulate::<2>(),
+                    _ => tile.accumulate::<1>(),
+                }
+                if finish {
+                    let residual = match epilogue {
+                        Epilogue::BiasResidual(r) => {
+                            r.as_ptr().add(row * self.out_dim + panel * PANEL)
+                        }
+                        _ => std::ptr::null(),
+                    };
+                    let bias = self.bias.as_ptr().add(panel * PANEL);
+                    let gelu = matches!(epilogue, Epilogue::BiasGelu);
+                    tile.finish(take, bias, gelu, residual);
                 }
                 row += take;
             }
@@ -188,7 +201,14 @@ impl PackedLinear {
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    unsafe fn rows_of_panel(&self, _: &[f32], _: std::ops::Range<usize>, _: usize, _: SharedOut, _: Epilogue) {
+    unsafe fn rows_of_panel(
+        &self,
+        _: &[f32],
+        _: std::ops::Range<usize>,
+        _: usize,
+        _: SharedOut,
+        _: Epilogue,
+    ) {
         unreachable!("packed projections are only built where supported() holds")
     }
 }
@@ -214,27 +234,32 @@ struct Tile {
     cols: usize,
 }
 
-/// What a tile does with its sums: keep them for the next block of features, or finish them
-/// (bias, plus GELU or the residual at that position).
-#[derive(Clone, Copy)]
-enum Finish {
-    Partial,
-    Bias(*const f32),
-    BiasGelu(*const f32),
-    BiasResidual(*const f32, *const f32),
-}
-
 #[cfg(target_arch = "x86_64")]
 impl Tile {
-    /// The hot loop, apart from the loads and stores around it so that the accumulators
-    /// live in registers throughout (inlined together, LLVM spilled some to the stack).
+    /// The first `n` of this tile's columns from `first` on, as a lane mask.
+    fn lanes(&self, first: usize) -> std::arch::x86_64::__mmask16 {
+        match self.cols.saturating_sub(first) {
+            n if n >= 16 => !0,
+            n => (1u16 << n) - 1,
+        }
+    }
+
+    /// Adds this block of features' products to the `R` rows' sums in the output (starting
+    /// them at zero on the first block). On its own, away from the epilogue, so that LLVM
+    /// keeps all 24 accumulators in registers: inlined together, it spilled some.
     #[target_feature(enable = "avx512f")]
     #[inline(never)]
-    unsafe fn accumulate<const R: usize>(
-        &self,
-        mut acc: [[std::arch::x86_64::__m512; VECS]; R],
-    ) -> [[std::arch::x86_64::__m512; VECS]; R] {
+    unsafe fn accumulate<const R: usize>(&self) {
         use std::arch::x86_64::*;
+        let mut acc = [[_mm512_setzero_ps(); VECS]; R];
+        if self.depth.start > 0 {
+            for (r, acc) in acc.iter_mut().enumerate() {
+                for (v, a) in acc.iter_mut().enumerate() {
+                    let at = self.out.add(r * self.out_dim + v * 16);
+                    *a = _mm512_maskz_loadu_ps(self.lanes(v * 16), at);
+                }
+            }
+        }
         for i in self.depth.clone() {
             let w = self.weights.add(i * PANEL);
             let wv = [
@@ -250,51 +275,35 @@ impl Tile {
                 }
             }
         }
-        acc
-    }
-
-    #[target_feature(enable = "avx512f")]
-    unsafe fn run<const R: usize>(&self, finish: Finish) {
-        use std::arch::x86_64::*;
-        let mask = |first: usize| -> __mmask16 {
-            match self.cols.saturating_sub(first) {
-                n if n >= 16 => 0xFFFF,
-                n => (1u16 << n) - 1,
-            }
-        };
-        let mut acc = [[_mm512_setzero_ps(); VECS]; R];
-        if self.depth.start > 0 {
-            for (r, acc) in acc.iter_mut().enumerate() {
-                for (v, a) in acc.iter_mut().enumerate() {
-                    let at = self.out.add(r * self.out_dim + v * 16);
-                    *a = _mm512_maskz_loadu_ps(mask(v * 16), at);
-                }
+        for (r, acc) in acc.iter().enumerate() {
+            for (v, &a) in acc.iter().enumerate() {
+                let at = self.out.add(r * self.out_dim + v * 16);
+                _mm512_mask_storeu_ps(at, self.lanes(v * 16), a);
             }
         }
-        let acc = self.accumulate(acc);
-        for (r, acc) in acc.iter().enumerate() {
-            let out = self.out.add(r * self.out_dim);
-            for (v, &a) in acc.iter().enumerate() {
-                let first = v * 16;
-                let y = match finish {
-                    Finish::Partial => a,
-                    Finish::Bias(bias) | Finish::BiasGelu(bias) => {
-                        _mm512_add_ps(a, _mm512_loadu_ps(bias.add(first)))
-                    }
-                    Finish::BiasResidual(bias, residual) => {
-                        let res = _mm512_maskz_loadu_ps(
-                            mask(first),
-                            residual.add(r * self.out_dim + first),
-                        );
-                        _mm512_add_ps(_mm512_add_ps(a, _mm512_loadu_ps(bias.add(first))), res)
-                    }
-                };
-                _mm512_mask_storeu_ps(out.add(first), mask(first), y);
-            }
-            if let Finish::BiasGelu(_) = finish {
-                for y in std::slice::from_raw_parts_mut(out, self.cols) {
-                    *y = super::kernels::gelu(*y);
+    }
+
+    /// Finishes the first `rows` rows' sums, still in L1: adds the bias, then the residual
+    /// (when `residual` is not null) or GELU.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn finish(&self, rows: usize, bias: *const f32, gelu: bool, residual: *const f32) {
+        use std::arch::x86_64::*;
+        for r in 0..rows {
+            for first in (0..self.cols).step_by(16) {
+                let lanes = self.lanes(first);
+                let at = self.out.add(r * self.out_dim + first);
+                let mut y = _mm512_add_ps(
+                    _mm512_maskz_loadu_ps(lanes, at),
+                    _mm512_loadu_ps(bias.add(first)),
+                );
+                if !residual.is_null() {
+                    let skip = residual.add(r * self.out_dim + first);
+                    y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(lanes, skip));
                 }
+                if gelu {
+                    y = kernels::gelu_lanes(y);
+                }
+                _mm512_mask_storeu_ps(at, lanes, y);
             }
         }
     }
@@ -406,12 +415,22 @@ mod tests {
             eprintln!("SKIP: this CPU has no AVX-512; the packed GEMM is not used here");
             return;
         }
-        for (rows, in_dim, out_dim) in [(1, 7, 5), (5, 33, 70), (13, 64, 64), (250, 96, 136), (601, 40, 200)] {
+        for (rows, in_dim, out_dim) in [
+            (1, 7, 5),
+            (5, 33, 70),
+            (13, 64, 64),
+            (250, 96, 136),
+            (601, 40, 200),
+        ] {
             let x = random((rows, in_dim), rows as u64);
             let w = random((out_dim, in_dim), 7);
             let b = random((1, out_dim), 9).squeeze(0).unwrap();
             let packed = PackedLinear::new(&w, &b).unwrap();
-            let linear = x.matmul(&w.t().unwrap()).unwrap().broadcast_add(&b).unwrap();
+            let linear = x
+                .matmul(&w.t().unwrap())
+                .unwrap()
+                .broadcast_add(&b)
+                .unwrap();
             let residual = random((rows, out_dim), 11);
 
             let cases = [
@@ -436,38 +455,8 @@ mod tests {
             eprintln!("SKIP: this CPU has no AVX-512");
             return;
         }
-        let packed = PackedLinear::new(&random((8, 4), 1), &random((1, 8), 2).squeeze(0).unwrap())
-            .unwrap();
+        let packed =
+            PackedLinear::new(&random((8, 4), 1), &random((1, 8), 2).squeeze(0).unwrap()).unwrap();
         assert!(packed.forward(&random((3, 5), 3)).is_err());
-    }
-}
-
-#[cfg(test)]
-mod speed {
-    use super::*;
-    use candle_core::Device;
-    #[test]
-    #[ignore]
-    fn gemm_speed() {
-        crate::util::keep_freed_memory();
-        for (m, k, n) in [(7872, 384, 1152), (7872, 384, 1536), (7872, 1536, 384), (25, 384, 1536)] {
-            let x = Tensor::ones((m, k), candle_core::DType::F32, &Device::Cpu).unwrap();
-            let w = Tensor::ones((n, k), candle_core::DType::F32, &Device::Cpu).unwrap();
-            let b = Tensor::zeros(n, candle_core::DType::F32, &Device::Cpu).unwrap();
-            let p = PackedLinear::new(&w, &b).unwrap();
-            let wt = w.t().unwrap().contiguous().unwrap();
-            let reps = if m < 100 { 2000 } else { 10 };
-            let (mut e, mut e2) = (f64::MAX, f64::MAX);
-            for _ in 0..3 {
-            let t = std::time::Instant::now();
-            for _ in 0..reps { p.forward(&x).unwrap(); }
-            e = e.min(t.elapsed().as_secs_f64());
-            let t2 = std::time::Instant::now();
-            for _ in 0..reps { x.matmul(&wt).unwrap(); }
-            e2 = e2.min(t2.elapsed().as_secs_f64());
-            }
-            let f = 2.0 * (m * k * n * reps) as f64;
-            eprintln!("{m}x{k}x{n}: packed {:.0} GFLOP/s, candle {:.0} GFLOP/s", f / e / 1e9, f / e2 / 1e9);
-        }
     }
 }

@@ -110,7 +110,7 @@ impl DenseIndex {
     /// [`search`](Self::search) for many row-major queries in one faiss call.
     pub fn search_many(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<(u64, f32)>>> {
         let dim = self.dim();
-        if queries.is_empty() || queries.len() % dim != 0 {
+        if queries.is_empty() || !queries.len().is_multiple_of(dim) {
             anyhow::bail!(
                 "queries have {} values, not a whole number of {dim}-dimensional vectors",
                 queries.len()
@@ -147,7 +147,9 @@ impl DenseIndex {
             .map(|row| {
                 let mut hits: Vec<(u64, f32)> = parts
                     .iter()
-                    .flat_map(|p| to_hits(&p.labels[row * k..][..k], &p.distances[row * k..][..k], k))
+                    .flat_map(|p| {
+                        to_hits(&p.labels[row * k..][..k], &p.distances[row * k..][..k], k)
+                    })
                     .flatten()
                     .collect();
                 hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
