@@ -1,5 +1,5 @@
 """Shared by the `rag serve` load and bad-input runs: one keep-alive HTTP/1.1 client per thread,
-questions from HotpotQA, and reading the server's /health and /metrics. Standard library only."""
+questions from HotpotQA, sentences from STS-B, and reading the server's /health and /metrics. Standard library only."""
 
 import http.client
 import json
@@ -8,6 +8,10 @@ import time
 
 DEFAULT_QUESTIONS = os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "data", "hotpotqa", "hotpot_dev_distractor_sample.json"
+)
+
+DEFAULT_SENTENCES = os.path.join(
+    os.path.dirname(__file__), "..", "..", "shared", "data", "sts", "stsbenchmark", "sts-test.csv"
 )
 
 
@@ -50,6 +54,18 @@ def questions(path, limit=2000):
     with open(path) as f:
         records = json.load(f)
     return [r["question"] for r in records[:limit]]
+
+
+def sentences(path, limit=2000):
+    """Both sentences of each STS-B pair (tab-separated, sentences in columns 6 and 7)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            out.extend(c for c in cols[5:7] if c.strip())
+            if len(out) >= limit:
+                break
+    return out[:limit]
 
 
 def wait_ready(addr, timeout=600.0):

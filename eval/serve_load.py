@@ -19,7 +19,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from serve_common import DEFAULT_QUESTIONS, Client, questions, server_errors, wait_ready  # noqa: E402
+from serve_common import DEFAULT_QUESTIONS, DEFAULT_SENTENCES, Client, questions, sentences, server_errors, wait_ready  # noqa: E402
 
 
 def payload(route, question, mode):
@@ -48,7 +48,7 @@ def run(addr, routes, concurrency, duration, max_requests, texts, mode, seed):
                     break
                 sent[0] += 1
             route = rng.choice(routes)
-            path, body = payload(route, rng.choice(texts), mode)
+            path, body = payload(route, rng.choice(texts[route]), mode)
             started = time.perf_counter()
             try:
                 status, _, _ = conn.request("POST", path, body)
@@ -142,7 +142,10 @@ def main():
     p.add_argument("--duration", type=float, default=10.0, help="seconds per route and client count")
     p.add_argument("--max-requests", type=int, default=20000, help="cap per route and client count")
     p.add_argument("--mode", default="dense", help="retrieval mode for /search")
-    p.add_argument("--questions", default=DEFAULT_QUESTIONS)
+    p.add_argument("--questions", default=DEFAULT_QUESTIONS, help="HotpotQA file: /search and /ask questions")
+    p.add_argument("--sentences", default=DEFAULT_SENTENCES,
+                   help="STS-B csv: /v1/embeddings inputs (single short sentences, as the issue asks); "
+                        "'questions' sends the questions instead")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--soak", type=float, help="seconds of mixed requests (all --routes) instead")
     p.add_argument("--pid", type=int, help="server process id, for memory samples in a soak")
@@ -153,7 +156,9 @@ def main():
     health = wait_ready(args.addr)
     if "ask" in args.routes and not health["models"]["generator"]:
         raise SystemExit("the server has no generator loaded; leave 'ask' out of --routes")
-    texts = questions(args.questions)
+    asked = questions(args.questions)
+    embedded = asked if args.sentences == "questions" else sentences(args.sentences)
+    texts = {"embeddings": embedded, "search": asked, "ask": asked}
     out = args.out or os.path.join(os.path.dirname(__file__), "serve", "soak.json" if args.soak else "load.json")
     if args.soak:
         if not args.pid:

@@ -171,7 +171,7 @@ fn default_generator_answers_from_context_and_trims_it() {
         .answer(
             &spec,
             "What is the capital of Zorbland?",
-            &[paris.clone()],
+            std::slice::from_ref(&paris),
             |s| {
                 streamed.push_str(s);
                 true
@@ -190,7 +190,7 @@ fn default_generator_answers_from_context_and_trims_it() {
         .answer(
             &spec,
             "What is the capital of Zorbland?",
-            &[paris.clone()],
+            std::slice::from_ref(&paris),
             |_| false,
         )
         .unwrap();

@@ -82,13 +82,14 @@ fn layer_norm(size: usize, eps: f64, vb: VarBuilder) -> Result<LayerNorm> {
     Ok(LayerNorm::new(weight, bias, eps))
 }
 
-/// `xs rhs` for `xs` `[batch, seq, in]` and `rhs` `[in, out]`, as one
-/// `[batch*seq, in] x [in, out]` GEMM.
+/// `xs rhs` for `xs` `[.., in]` and `rhs` `[in, out]`, as one `[rows, in] x [in, out]` GEMM
+/// over all leading dimensions.
 fn matmul_tokens(xs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
-    let (batch, seq, hidden) = xs.dims3()?;
-    let out = xs.reshape((batch * seq, hidden))?.matmul(rhs)?;
-    let out_dim = out.dim(1)?;
-    out.reshape((batch, seq, out_dim))
+    let mut dims = xs.dims().to_vec();
+    let in_dim = dims.pop().unwrap_or(1);
+    let out = xs.reshape(((), in_dim))?.matmul(rhs)?;
+    dims.push(out.dim(1)?);
+    out.reshape(dims)
 }
 
 fn linear_tokens(layer: &Linear, xs: &Tensor) -> Result<Tensor> {
@@ -333,22 +334,25 @@ impl BertLayer {
         Ok(())
     }
 
-    pub fn forward(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
-        match (&self.inference, train, self.act) {
-            (Some(weights), false, HiddenAct::Gelu) => self.forward_inference(weights, xs, mask),
-            _ => self.forward_composite(xs, mask, train),
-        }
+    /// The fast path (prepared weights, fused kernels), when this layer has it.
+    fn packed(&self) -> Option<&InferenceWeights> {
+        self.inference
+            .as_ref()
+            .filter(|_| self.act == HiddenAct::Gelu)
     }
 
-    /// The fast path: prepared weights and the fused kernels.
-    fn forward_inference(
+    /// The fast path on packed rows: `xs` `[tokens, hidden]` holds the real tokens of every
+    /// sequence back to back (sequence `b` is the `lengths[b]` rows from `starts[b]` on), so
+    /// no projection is spent on padding.
+    fn forward_packed(
         &self,
         weights: &InferenceWeights,
         xs: &Tensor,
-        mask: &AttentionMask,
+        starts: &Tensor,
+        lengths: &Tensor,
     ) -> Result<Tensor> {
         let qkv = weights.qkv.forward(xs)?;
-        let context = kernels::attention(&qkv, &mask.lengths, self.num_heads, self.head_dim)?;
+        let context = kernels::attention(&qkv, starts, lengths, self.num_heads, self.head_dim)?;
         let attended = weights.attention_output.forward_residual(&context, xs)?;
         let xs = self.attention_norm.forward(&attended, false)?;
         let inner = weights.intermediate.forward_gelu(&xs)?;
@@ -356,15 +360,16 @@ impl BertLayer {
         self.output_norm.forward(&out, false)
     }
 
-    /// candle's own ops throughout: what training differentiates, and what runs before
-    /// inference weights are prepared.
-    fn forward_composite(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
+    /// candle's own ops throughout, on padded `[batch, seq, hidden]`: what training
+    /// differentiates, and what runs before inference weights are prepared.
+    pub fn forward(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
         let (batch, seq, hidden) = xs.dims3()?;
         let qkv = linear_tokens(&self.qkv()?, xs)?;
         let context = if train {
             self.attention_differentiable(&qkv, &mask.bias)?
         } else {
-            kernels::attention(&qkv, &mask.lengths, self.num_heads, self.head_dim)?
+            let (heads, dh) = (self.num_heads, self.head_dim);
+            kernels::attention(&qkv, &mask.starts, &mask.lengths, heads, dh)?
         };
         let attended = linear_tokens(&self.attention_output, &context)?;
         let attended = self.hidden_dropout.forward(&attended, train)?;
@@ -409,6 +414,8 @@ pub struct AttentionMask {
     pub bias: Tensor,
     /// `[batch]` u32: real tokens per sequence (padding is always on the right).
     pub lengths: Tensor,
+    /// `[batch]` u32: each sequence's first row among the `batch * seq` rows.
+    pub starts: Tensor,
 }
 
 impl AttentionMask {
@@ -420,7 +427,12 @@ impl AttentionMask {
         // overflow when added to a score.
         let bias = ((&mask - 1.0)? * 1e4)?.reshape((batch, 1, 1, seq))?;
         let lengths = mask.sum(1)?.to_dtype(DType::U32)?;
-        Ok(Self { bias, lengths })
+        let starts = (Tensor::arange(0u32, batch as u32, mask.device())? * seq as f64)?;
+        Ok(Self {
+            bias,
+            lengths,
+            starts,
+        })
     }
 }
 
@@ -498,10 +510,54 @@ impl BertModel {
         }
         let mask = AttentionMask::new(attention_mask)?;
         let mut xs = self.embeddings.forward(input_ids, token_type_ids, train)?;
+        let layers = &self.layers[..depth];
+        if !train {
+            if let Some(weights) = layers
+                .iter()
+                .map(BertLayer::packed)
+                .collect::<Option<Vec<_>>>()
+            {
+                return Self::forward_packed(layers, &weights, &xs, &mask);
+            }
+        }
         let mut states = Vec::with_capacity(depth);
         for layer in &self.layers[..depth] {
             xs = layer.forward(&xs, &mask, train)?;
             states.push(xs.clone());
+        }
+        Ok(states)
+    }
+
+    /// Inference over the real tokens only: the embeddings' real rows are packed together, run
+    /// through `layers`, and each layer's output is put back in the padded layout (zeros at
+    /// padding) that pooling reads. With questions of mixed lengths in one batch, the padding
+    /// was up to half the rows every projection multiplied.
+    fn forward_packed(
+        layers: &[BertLayer],
+        weights: &[&InferenceWeights],
+        xs: &Tensor,
+        mask: &AttentionMask,
+    ) -> Result<Vec<Tensor>> {
+        let (batch, seq, hidden) = xs.dims3()?;
+        let lengths = mask.lengths.to_vec1::<u32>()?;
+        let mut starts = Vec::with_capacity(batch);
+        let mut real_rows = Vec::new();
+        for (b, &len) in lengths.iter().enumerate() {
+            starts.push(real_rows.len() as u32);
+            real_rows.extend((0..len).map(|t| (b * seq) as u32 + t));
+        }
+        let device = xs.device();
+        let real_rows = Tensor::new(real_rows, device)?;
+        let starts = Tensor::new(starts, device)?;
+        let padded = Tensor::zeros((batch * seq, hidden), xs.dtype(), device)?;
+        let mut packed = xs
+            .reshape((batch * seq, hidden))?
+            .index_select(&real_rows, 0)?;
+        let mut states = Vec::with_capacity(layers.len());
+        for (layer, weights) in layers.iter().zip(weights) {
+            packed = layer.forward_packed(weights, &packed, &starts, &mask.lengths)?;
+            let state = padded.index_add(&real_rows, &packed, 0)?;
+            states.push(state.reshape((batch, seq, hidden))?);
         }
         Ok(states)
     }

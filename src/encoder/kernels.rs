@@ -197,7 +197,7 @@ fn sequence_kernel() -> SequenceKernel {
     attend_sequence
 }
 
-impl CustomOp2 for Attention {
+impl CustomOp3 for Attention {
     fn name(&self) -> &'static str {
         "rag-attention"
     }
@@ -206,31 +206,59 @@ impl CustomOp2 for Attention {
         &self,
         qkv: &CpuStorage,
         qkv_layout: &Layout,
+        starts: &CpuStorage,
+        starts_layout: &Layout,
         lengths: &CpuStorage,
         lengths_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (batch, seq, width) = qkv_layout.shape().dims3()?;
         let hidden = self.heads * self.head_dim;
-        if width != 3 * hidden {
-            bail!("QKV width {width} is not 3 x {hidden}");
+        let width = 3 * hidden;
+        let mut dims = qkv_layout.shape().dims().to_vec();
+        if dims.last() != Some(&width) {
+            bail!("QKV shape {dims:?} does not end in 3 x {hidden}");
         }
         let qkv = contiguous_f32(qkv, qkv_layout)?;
-        let lengths = match lengths_layout.contiguous_offsets() {
-            Some((a, b)) => &lengths.as_slice::<u32>()?[a..b],
-            None => bail!("sequence lengths must be contiguous"),
+        let rows = qkv.len() / width;
+        let u32s = |storage: &'_ CpuStorage, layout: &Layout| -> Result<Vec<usize>> {
+            match layout.contiguous_offsets() {
+                Some((a, b)) => Ok(storage.as_slice::<u32>()?[a..b]
+                    .iter()
+                    .map(|&x| x as usize)
+                    .collect()),
+                None => bail!("sequence starts and lengths must be contiguous"),
+            }
         };
-        if lengths.len() != batch {
-            bail!("{} sequence lengths for a batch of {batch}", lengths.len());
+        let (starts, lengths) = (u32s(starts, starts_layout)?, u32s(lengths, lengths_layout)?);
+        if starts.len() != lengths.len() {
+            bail!(
+                "{} sequence starts for {} lengths",
+                starts.len(),
+                lengths.len()
+            );
         }
-        let mut out = vec![0f32; batch * seq * hidden];
-        out.par_chunks_mut(seq * hidden)
-            .zip(qkv.par_chunks(seq * width))
-            .zip(lengths.par_iter())
-            .for_each(|((out, qkv), &len)| {
-                let len = (len as usize).min(seq);
-                (self.kernel)(qkv, out, len, self.heads, self.head_dim)
-            });
-        Ok((CpuStorage::F32(out), Shape::from((batch, seq, hidden))))
+        let mut out = vec![0f32; rows * hidden];
+        // Each sequence's rows of the output, split off in order so threads own disjoint parts.
+        let mut sequences = Vec::with_capacity(starts.len());
+        let mut rest = out.as_mut_slice();
+        let mut at = 0;
+        for (&start, &len) in starts.iter().zip(&lengths) {
+            if start < at || start + len > rows {
+                bail!(
+                    "sequence rows {start}..{} overlap or lie outside 0..{rows}",
+                    start + len
+                );
+            }
+            let (_, tail) = rest.split_at_mut((start - at) * hidden);
+            let (mine, tail) = tail.split_at_mut(len * hidden);
+            sequences.push((&qkv[start * width..(start + len) * width], mine, len));
+            rest = tail;
+            at = start + len;
+        }
+        sequences
+            .into_par_iter()
+            .for_each(|(qkv, out, len)| (self.kernel)(qkv, out, len, self.heads, self.head_dim));
+        *dims.last_mut().expect("checked above") = hidden;
+        Ok((CpuStorage::F32(out), Shape::from(dims)))
     }
 }
 
@@ -637,10 +665,19 @@ mod avx512 {
     }
 }
 
-/// Self-attention for `qkv` `[batch, seq, 3*hidden]` (Q, K, V stacked, biases applied) where
-/// sequence `b` has `lengths[b]` real tokens followed by padding. Returns `[batch, seq, hidden]`.
-pub fn attention(qkv: &Tensor, lengths: &Tensor, heads: usize, head_dim: usize) -> Result<Tensor> {
-    qkv.contiguous()?.apply_op2_no_bwd(
+/// Self-attention for `qkv` `[.., 3*hidden]` (Q, K, V stacked, biases applied, the leading
+/// dimensions taken as rows) where sequence `b` is the `lengths[b]` rows from `starts[b]` on
+/// (in order, not overlapping): padded batches (`starts[b] = b * seq`) and packed ones alike.
+/// Returns `[.., hidden]`, zero in rows no sequence covers.
+pub fn attention(
+    qkv: &Tensor,
+    starts: &Tensor,
+    lengths: &Tensor,
+    heads: usize,
+    head_dim: usize,
+) -> Result<Tensor> {
+    qkv.contiguous()?.apply_op3_no_bwd(
+        &starts.contiguous()?,
         &lengths.contiguous()?,
         &Attention {
             heads,
@@ -1031,6 +1068,21 @@ mod tests {
         let t = 40;
         let lengths = [40u32, 33, 17, 8, 7, 1];
         let lens = Tensor::new(&lengths, &Device::Cpu).unwrap();
+        let padded_starts: Vec<u32> = (0..lengths.len() as u32).map(|b| b * t as u32).collect();
+        let padded_starts = Tensor::new(padded_starts, &Device::Cpu).unwrap();
+        // The same sequences with the padding squeezed out.
+        let real_rows: Vec<u32> = (0..lengths.len())
+            .flat_map(|b| (0..lengths[b]).map(move |i| (b * t) as u32 + i))
+            .collect();
+        let real_rows = Tensor::new(real_rows, &Device::Cpu).unwrap();
+        let packed_starts: Vec<u32> = lengths
+            .iter()
+            .scan(0, |at, &len| {
+                *at += len;
+                Some(*at - len)
+            })
+            .collect();
+        let packed_starts = Tensor::new(packed_starts, &Device::Cpu).unwrap();
         let kernels: [(&str, SequenceKernel); 2] = [
             ("dispatched", sequence_kernel()),
             ("portable", attend_sequence),
@@ -1047,9 +1099,26 @@ mod tests {
                         head_dim: dh,
                         kernel,
                     };
-                    let ours = qkv.apply_op2_no_bwd(&lens, &op).unwrap();
+                    let ours = qkv.apply_op3_no_bwd(&padded_starts, &lens, &op).unwrap();
                     let case = format!("{name} kernel, head dim {dh}, spread {spread}");
                     assert_matches_on_real_tokens(&ours, &theirs, &lengths, spread, &case);
+                    let rows = qkv.reshape(((), 3 * heads * dh)).unwrap();
+                    let packed = rows.index_select(&real_rows, 0).unwrap();
+                    let packed = packed.apply_op3_no_bwd(&packed_starts, &lens, &op).unwrap();
+                    let from_padded = ours
+                        .reshape(((), heads * dh))
+                        .unwrap()
+                        .index_select(&real_rows, 0)
+                        .unwrap();
+                    let diff = (packed - from_padded)
+                        .unwrap()
+                        .abs()
+                        .unwrap()
+                        .max_all()
+                        .unwrap()
+                        .to_scalar::<f32>()
+                        .unwrap();
+                    assert_eq!(diff, 0.0, "{case}: packed rows differ from padded ones");
                 }
             }
         }

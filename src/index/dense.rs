@@ -22,18 +22,8 @@ fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
     anyhow!("faiss: {e}")
 }
 
-/// faiss scans the index once per query below 20 queries a call and switches to one GEMM over
-/// all of them above that. A server's batch of a handful of questions is far cheaper as one
-/// GEMM (the index is read from memory once instead of once per question).
-fn use_gemm_from_two_queries() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    // SAFETY: sets a plain global int in faiss before any search reads it.
-    ONCE.call_once(|| unsafe { faiss_sys::faiss_set_distance_compute_blas_threshold(2) });
-}
-
 impl DenseIndex {
     pub fn new(dim: usize) -> Result<Self> {
-        use_gemm_from_two_queries();
         Ok(Self {
             index: FlatIndexImpl::new_l2(dim as u32).map_err(faiss_error)?,
         })
@@ -91,7 +81,6 @@ impl DenseIndex {
     }
 
     pub fn load(path: &Path) -> Result<Self> {
-        use_gemm_from_two_queries();
         let path_str = path.to_str().context("index path is not UTF-8")?;
         let index = faiss::read_index(path_str)
             .map_err(faiss_error)

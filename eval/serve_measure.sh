@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 5, the long runs in one go: starts `rag serve` on the 19k index, sends the bad-input
+# list, the load test (embeddings and dense search at 1, 8 and 32 clients), optionally a soak
+# of mixed requests, the bad-input list again, then SIGTERM (the server must drain and exit 0).
+#   eval/serve_measure.sh [SECONDS_PER_CELL] [SOAK_SECONDS]     (defaults 15 and 0: no soak)
+# Writes eval/serve/{bad_input,load,soak,bad_input_after}.json. Run on a quiet machine: the
+# Python client shares the cores with the server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+DURATION=${1:-15}
+SOAK=${2:-0}
+INDEX=${INDEX:-index/issue2-dot}
+ADDR=${ADDR:-127.0.0.1:18080}
+OUT=eval/serve
+[ -d "$INDEX" ] || { echo "no index at $INDEX (eval/issue2_retrieval.sh builds it)" >&2; exit 1; }
+cargo build --release -q
+
+LOG=$(mktemp -t rag-serve.XXXXXX.log)
+"$RAG_BIN" serve --index "$INDEX" --addr "$ADDR" > "$LOG" 2>&1 &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 1 120); do
+  curl -sf "http://$ADDR/health" > /dev/null && break
+  kill -0 $SERVER 2>/dev/null || { echo "server exited; see $LOG" >&2; exit 1; }
+  sleep 1
+done
+
+python3 eval/serve_bad_input.py --addr "$ADDR" --out "$OUT/bad_input.json"
+python3 eval/serve_load.py --addr "$ADDR" --routes embeddings,search --mode dense \
+  --concurrency 1,8,32 --duration "$DURATION" --out "$OUT/load.json"
+if [ "$SOAK" -gt 0 ]; then
+  python3 eval/serve_load.py --addr "$ADDR" --routes embeddings,search --soak "$SOAK" \
+    --pid $SERVER --concurrency 8 --out "$OUT/soak.json"
+fi
+python3 eval/serve_bad_input.py --addr "$ADDR" --out "$OUT/bad_input_after.json"
+
+trap - EXIT
+kill -TERM $SERVER
+if wait $SERVER; then
+  echo "server drained and exited 0 on SIGTERM"
+else
+  echo "server exited with status $? on SIGTERM" >&2
+  exit 1
+fi
