@@ -31,7 +31,7 @@ python3 eval/serve_load.py --addr "$ADDR" --routes embeddings,search --mode dens
   --concurrency 1,8,32 --duration "$DURATION" --out "$OUT/load.json"
 if [ "$SOAK" -gt 0 ]; then
   python3 eval/serve_load.py --addr "$ADDR" --routes embeddings,search --soak "$SOAK" \
-    --pid $SERVER --concurrency 8 --out "$OUT/soak.json"
+    --pid $SERVER --concurrency 8 --max-requests 100000000 --out "$OUT/soak.json"
 fi
 python3 eval/serve_bad_input.py --addr "$ADDR" --out "$OUT/bad_input_after.json"
 
