@@ -92,12 +92,15 @@ pub fn ms_since(start: std::time::Instant) -> f64 {
 /// with mmap and returns them to the kernel when freed, and the next op faults them back in,
 /// zeroed: over a tenth of encoding and training time went to that. Serving every block from
 /// the heap and never trimming it costs only the memory already in use. (glibc ignores an
-/// M_MMAP_THRESHOLD above 32 MiB, so mmap is switched off outright instead.)
+/// M_MMAP_THRESHOLD above 32 MiB, so mmap is switched off outright instead.) One arena for all
+/// threads: with batches encoded side by side, per-thread arenas (64 MiB heaps that do get
+/// trimmed, too small for a batch's activations) brought the page faults back.
 pub fn keep_freed_memory() {
     // SAFETY: mallopt only adjusts allocator thresholds; called before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_MAX, 0);
         libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
+use rayon::prelude::*;
 use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationParams};
 
@@ -249,8 +250,15 @@ impl Encoder {
             .iter()
             .map(|_| Matrix::zeros(texts.len(), hidden))
             .collect();
-        for batch in length_batches(&ids, self.batch_size, self.batch_size * self.max_length) {
-            let pooled = self.forward_batch(&ids, &batch, depths, deepest)?;
+        let batches = length_batches(&ids, self.batch_size, self.batch_size * self.max_length);
+        // Batches run side by side, a core each (each one's GEMMs still spread over idle
+        // cores): a batch's single-threaded steps (embedding look-up, packing, pooling) then
+        // overlap with another's GEMMs instead of leaving a core idle.
+        let pooled: Vec<Vec<Vec<f32>>> = batches
+            .par_iter()
+            .map(|batch| self.forward_batch(&ids, batch, depths, deepest))
+            .collect::<Result<_>>()?;
+        for (batch, pooled) in batches.iter().zip(pooled) {
             for (matrix, rows) in out.iter_mut().zip(pooled) {
                 for (&doc, row) in batch.iter().zip(rows.chunks_exact(hidden)) {
                     matrix.row_mut(doc).copy_from_slice(row);
