@@ -386,6 +386,7 @@ impl CustomOp2 for Apply<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encoder::kernels::tests::max_abs_diff;
     use candle_core::Device;
 
     fn random(shape: (usize, usize), seed: u64) -> Tensor {
@@ -394,19 +395,6 @@ mod tests {
             .map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0)
             .collect();
         Tensor::from_vec(data, shape, &Device::Cpu).unwrap()
-    }
-
-    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
     }
 
     /// Every tile height (1..6 leftover rows), both the row-split and the panel-split

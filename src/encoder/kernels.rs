@@ -172,9 +172,9 @@ pub fn bias_gelu(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
 /// Multi-head self-attention straight from the fused QKV projection: for each sequence and
 /// head, `softmax(q k^T / sqrt(d) ) v` over that sequence's real tokens only. Never materialising
 /// the `[batch, heads, seq, seq]` scores, skipping padding instead of masking it, and writing the
-/// context in `[batch, seq, hidden]` layout removes the permute copies and most memory traffic;
-/// the small per-head products run register-blocked over a transposed key tile that stays in L1.
-/// Rows of padding positions come out as zeros: nothing downstream reads them.
+/// context in the rows' own layout (padded or packed) removes the permute copies and most memory
+/// traffic; the small per-head products run register-blocked over a transposed key tile that
+/// stays in L1. Rows no sequence covers (padding) come out as zeros: nothing downstream reads them.
 struct Attention {
     heads: usize,
     head_dim: usize,
@@ -969,7 +969,7 @@ pub fn gelu_train(xs: &Tensor) -> Result<Tensor> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use candle_core::{Device, D};
 
@@ -1026,8 +1026,7 @@ mod tests {
         let bias = Tensor::randn(0f32, 1.0, 8, &device).unwrap();
         let ours = bias_gelu(&x, &bias).unwrap();
         let theirs = x.broadcast_add(&bias).unwrap().gelu_erf().unwrap();
-        let diff = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
-        assert!(diff.to_scalar::<f32>().unwrap() < 1e-5);
+        assert!(max_abs_diff(&ours, &theirs) < 1e-5);
     }
 
     /// The reference: candle's composite attention with an additive padding mask.
@@ -1110,18 +1109,23 @@ mod tests {
                         .unwrap()
                         .index_select(&real_rows, 0)
                         .unwrap();
-                    let diff = (packed - from_padded)
-                        .unwrap()
-                        .abs()
-                        .unwrap()
-                        .max_all()
-                        .unwrap()
-                        .to_scalar::<f32>()
-                        .unwrap();
+                    let diff = max_abs_diff(&packed, &from_padded);
                     assert_eq!(diff, 0.0, "{case}: packed rows differ from padded ones");
                 }
             }
         }
+    }
+
+    /// The largest element-wise difference of two same-shaped tensors.
+    pub(in crate::encoder) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
     }
 
     fn assert_matches_on_real_tokens(
@@ -1134,14 +1138,7 @@ mod tests {
         let t = ours.dim(1).unwrap();
         for (b, &len) in lengths.iter().enumerate() {
             let real = |x: &Tensor| x.get(b).unwrap().narrow(0, 0, len as usize).unwrap();
-            let diff = (real(ours) - real(theirs))
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = max_abs_diff(&real(ours), &real(theirs));
             // Rounding in scores of size spread^2 moves probabilities that weigh values of size
             // spread: the reference itself is only that exact.
             let tolerance = 1e-5 * spread.powi(3);
