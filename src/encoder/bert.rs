@@ -521,7 +521,7 @@ impl BertModel {
             }
         }
         let mut states = Vec::with_capacity(depth);
-        for layer in &self.layers[..depth] {
+        for layer in layers {
             xs = layer.forward(&xs, &mask, train)?;
             states.push(xs.clone());
         }

@@ -187,15 +187,8 @@ impl PackedLinear {
                     _ => tile.accumulate::<1>(),
                 }
                 if finish {
-                    let residual = match epilogue {
-                        Epilogue::BiasResidual(r) => {
-                            r.as_ptr().add(row * self.out_dim + panel * PANEL)
-                        }
-                        _ => std::ptr::null(),
-                    };
-                    let bias = self.bias.as_ptr().add(panel * PANEL);
-                    let gelu = matches!(epilogue, Epilogue::BiasGelu);
-                    tile.finish(take, bias, gelu, residual);
+                    let at = row * self.out_dim + panel * PANEL;
+                    tile.finish(take, self.bias.as_ptr().add(panel * PANEL), epilogue, at);
                 }
                 row += take;
             }
@@ -285,27 +278,29 @@ impl Tile {
         }
     }
 
-    /// Finishes the first `rows` rows' sums, still in L1: adds the bias, then the residual
-    /// (when `residual` is not null) or GELU.
+    /// Finishes the first `rows` rows' sums, still in L1: adds the bias, then applies
+    /// `epilogue`; `at` is the tile's offset in output-shaped arrays (the residual).
     #[target_feature(enable = "avx512f")]
-    unsafe fn finish(&self, rows: usize, bias: *const f32, gelu: bool, residual: *const f32) {
+    unsafe fn finish(&self, rows: usize, bias: *const f32, epilogue: Epilogue, at: usize) {
         use std::arch::x86_64::*;
         for r in 0..rows {
             for first in (0..self.cols).step_by(16) {
                 let lanes = self.lanes(first);
-                let at = self.out.add(r * self.out_dim + first);
-                let mut y = _mm512_add_ps(
-                    _mm512_maskz_loadu_ps(lanes, at),
+                let offset = r * self.out_dim + first;
+                let out = self.out.add(offset);
+                let y = _mm512_add_ps(
+                    _mm512_maskz_loadu_ps(lanes, out),
                     _mm512_loadu_ps(bias.add(first)),
                 );
-                if !residual.is_null() {
-                    let skip = residual.add(r * self.out_dim + first);
-                    y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(lanes, skip));
-                }
-                if gelu {
-                    y = kernels::gelu_lanes(y);
-                }
-                _mm512_mask_storeu_ps(at, lanes, y);
+                let y = match epilogue {
+                    Epilogue::Bias => y,
+                    Epilogue::BiasGelu => kernels::gelu_lanes(y),
+                    Epilogue::BiasResidual(residual) => {
+                        let skip = residual.as_ptr().add(at + offset);
+                        _mm512_add_ps(y, _mm512_maskz_loadu_ps(lanes, skip))
+                    }
+                };
+                _mm512_mask_storeu_ps(out, lanes, y);
             }
         }
     }
@@ -320,10 +315,7 @@ struct Apply<'a> {
 
 impl Apply<'_> {
     fn rows<'s>(&self, storage: &'s CpuStorage, layout: &Layout) -> Result<(&'s [f32], Shape)> {
-        let data = storage.as_slice::<f32>()?;
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            bail!("packed projection needs contiguous input");
-        };
+        let xs = kernels::contiguous_f32(storage, layout)?;
         let dims = layout.shape().dims();
         if dims.last() != Some(&self.linear.in_dim) {
             bail!(
@@ -334,7 +326,7 @@ impl Apply<'_> {
         }
         let mut out_dims = dims.to_vec();
         *out_dims.last_mut().expect("checked above") = self.linear.out_dim;
-        Ok((&data[start..end], Shape::from(out_dims)))
+        Ok((xs, Shape::from(out_dims)))
     }
 }
 
@@ -367,10 +359,7 @@ impl CustomOp2 for Apply<'_> {
         residual_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let (xs, shape) = self.rows(xs, xs_layout)?;
-        let residual = match residual_layout.contiguous_offsets() {
-            Some((a, b)) => &residual.as_slice::<f32>()?[a..b],
-            None => bail!("residual must be contiguous"),
-        };
+        let residual = kernels::contiguous_f32(residual, residual_layout)?;
         if residual_layout.shape() != &shape {
             bail!(
                 "residual shape {:?} does not match the output {:?}",

@@ -77,7 +77,7 @@ fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf_approx(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
+pub(super) fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
     let data = storage.as_slice::<f32>()?;
     match layout.contiguous_offsets() {
         Some((start, end)) => Ok(&data[start..end]),
