@@ -13,7 +13,7 @@ use rag::eval::run::{self, Cell, RunConfig, RunOptions};
 use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
 use rag::progress::ProgressMode;
-use rag::retrieve::{Mode, Retriever};
+use rag::retrieve::{Mode, Retriever, SearchTimings};
 
 /// `records` HotpotQA questions, each asking about its first paragraph ("fact n") among
 /// three.
@@ -123,7 +123,11 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
     assert_eq!(lines.len(), 36);
     let cut = format!("{}\n{}", lines[..20].join("\n"), &lines[20][..10]);
     std::fs::write(&predictions, cut).unwrap();
-    run::run(&options(&config, false)).unwrap();
+    let resumed = run::run(&options(&config, false)).unwrap();
+    assert!(
+        resumed.seconds >= summary.seconds,
+        "a resumed run reports the time of every session"
+    );
     let again = run::read_predictions(&predictions).unwrap();
     assert_eq!(again.len(), 36);
     let mut keys: Vec<(String, Cell)> = again.iter().map(|p| (p.id.clone(), p.cell)).collect();
@@ -138,6 +142,40 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
     assert!(err.contains("other settings"), "{err}");
     run::run(&options(&other, true)).unwrap();
     assert_eq!(run::read_predictions(&predictions).unwrap().len(), 36);
+
+    // Dense cells share one encoding of the questions at every depth; each must rank as a
+    // question encoded on its own at that depth does.
+    let mut dense = config.clone();
+    dense.mode = Mode::Dense;
+    run::run(&options(&dense, true)).unwrap();
+    for prediction in run::read_predictions(&predictions).unwrap() {
+        let (layers, dim) = (
+            prediction.cell.layers.unwrap(),
+            prediction.cell.dim.unwrap(),
+        );
+        let mut timings = SearchTimings::default();
+        let alone = retriever
+            .rank(
+                &[prediction.question.as_str()],
+                None,
+                Mode::Dense,
+                layers,
+                dim,
+                3,
+                &mut timings,
+            )
+            .unwrap()
+            .remove(0);
+        let titles: Vec<String> = alone
+            .iter()
+            .map(|&(id, _)| retriever.index.document(id).unwrap().title)
+            .collect();
+        assert_eq!(
+            prediction.retrieved[..3],
+            titles[..],
+            "{layers} layers, {dim} dims"
+        );
+    }
 }
 
 #[test]

@@ -67,7 +67,7 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let mut timings = Default::default();
     let mut rank = |mode| {
         retriever
-            .rank(&["topic 42"], mode, layers, dim, 50, &mut timings)
+            .rank(&["topic 42"], None, mode, layers, dim, 50, &mut timings)
             .unwrap()
             .remove(0)
     };

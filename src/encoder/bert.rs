@@ -436,6 +436,31 @@ impl AttentionMask {
     }
 }
 
+/// Each layer's output over a batch's real tokens only, packed back to back: sequence `b` is
+/// rows `starts[b]..starts[b] + lengths[b]` of every `[tokens, hidden]` state.
+pub struct PackedStates {
+    pub layers: Vec<Tensor>,
+    /// Each packed row's index among the padded `batch * seq` rows.
+    real_rows: Tensor,
+    pub starts: Vec<u32>,
+    pub lengths: Vec<u32>,
+}
+
+impl PackedStates {
+    /// Every state in the padded `[batch, seq, hidden]` layout, zeros at padding.
+    pub fn padded(&self, batch: usize, seq: usize) -> Result<Vec<Tensor>> {
+        self.layers
+            .iter()
+            .map(|state| {
+                let (_, hidden) = state.dims2()?;
+                Tensor::zeros((batch * seq, hidden), state.dtype(), state.device())?
+                    .index_add(&self.real_rows, state, 0)?
+                    .reshape((batch, seq, hidden))
+            })
+            .collect()
+    }
+}
+
 pub struct BertModel {
     embeddings: BertEmbeddings,
     layers: Vec<BertLayer>,
@@ -508,38 +533,49 @@ impl BertModel {
                 self.layers.len()
             );
         }
-        let mask = AttentionMask::new(attention_mask)?;
-        let mut xs = self.embeddings.forward(input_ids, token_type_ids, train)?;
-        let layers = &self.layers[..depth];
         if !train {
-            if let Some(weights) = layers
-                .iter()
-                .map(BertLayer::packed)
-                .collect::<Option<Vec<_>>>()
+            if let Some(packed) =
+                self.forward_packed(input_ids, token_type_ids, attention_mask, depth)?
             {
-                return Self::forward_packed(layers, &weights, &xs, &mask);
+                let (batch, seq) = input_ids.dims2()?;
+                return packed.padded(batch, seq);
             }
         }
+        let mask = AttentionMask::new(attention_mask)?;
+        let mut xs = self.embeddings.forward(input_ids, token_type_ids, train)?;
         let mut states = Vec::with_capacity(depth);
-        for layer in layers {
+        for layer in &self.layers[..depth] {
             xs = layer.forward(&xs, &mask, train)?;
             states.push(xs.clone());
         }
         Ok(states)
     }
 
-    /// Inference over the real tokens only: the embeddings' real rows are packed together, run
-    /// through `layers`, and each layer's output is put back in the padded layout (zeros at
-    /// padding) that pooling reads. With questions of mixed lengths in one batch, the padding
-    /// was up to half the rows every projection multiplied.
-    fn forward_packed(
-        layers: &[BertLayer],
-        weights: &[&InferenceWeights],
-        xs: &Tensor,
-        mask: &AttentionMask,
-    ) -> Result<Vec<Tensor>> {
+    /// Inference over the real tokens only, when every layer up to `depth` has prepared
+    /// weights (`None` otherwise): the embeddings' real rows are packed together and run
+    /// through the layers, so that with questions of mixed lengths in one batch no projection
+    /// is spent on padding (up to half the rows).
+    pub fn forward_packed(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: &Tensor,
+        attention_mask: &Tensor,
+        depth: usize,
+    ) -> Result<Option<PackedStates>> {
+        let layers = &self.layers[..depth.min(self.layers.len())];
+        let Some(weights) = layers
+            .iter()
+            .map(BertLayer::packed)
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        let xs = self.embeddings.forward(input_ids, token_type_ids, false)?;
         let (batch, seq, hidden) = xs.dims3()?;
-        let lengths = mask.lengths.to_vec1::<u32>()?;
+        let lengths = attention_mask
+            .to_dtype(DType::U32)?
+            .sum(1)?
+            .to_vec1::<u32>()?;
         let mut starts = Vec::with_capacity(batch);
         let mut real_rows = Vec::new();
         for (b, &len) in lengths.iter().enumerate() {
@@ -548,18 +584,22 @@ impl BertModel {
         }
         let device = xs.device();
         let real_rows = Tensor::new(real_rows, device)?;
-        let starts = Tensor::new(starts, device)?;
-        let padded = Tensor::zeros((batch * seq, hidden), xs.dtype(), device)?;
+        let starts_t = Tensor::new(starts.as_slice(), device)?;
+        let lengths_t = Tensor::new(lengths.as_slice(), device)?;
         let mut packed = xs
             .reshape((batch * seq, hidden))?
             .index_select(&real_rows, 0)?;
         let mut states = Vec::with_capacity(layers.len());
         for (layer, weights) in layers.iter().zip(weights) {
-            packed = layer.forward_packed(weights, &packed, &starts, &mask.lengths)?;
-            let state = padded.index_add(&real_rows, &packed, 0)?;
-            states.push(state.reshape((batch, seq, hidden))?);
+            packed = layer.forward_packed(weights, &packed, &starts_t, &lengths_t)?;
+            states.push(packed.clone());
         }
-        Ok(states)
+        Ok(Some(PackedStates {
+            layers: states,
+            real_rows,
+            starts,
+            lengths,
+        }))
     }
 
     /// The last hidden state after `depth` layers.

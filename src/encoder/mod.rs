@@ -271,15 +271,16 @@ impl Encoder {
         Ok(out)
     }
 
-    /// Encodes questions (with the model's query prefix, if any) at one depth.
-    pub fn encode_queries(&self, queries: &[&str], depth: usize) -> Result<Matrix> {
-        let prefixed: Vec<String> = queries
-            .iter()
-            .map(|q| format!("{}{q}", self.query_prefix))
-            .collect();
+    /// A question as the model expects to see it: behind its query prefix, if it has one.
+    pub fn query_text(&self, query: &str) -> String {
+        format!("{}{query}", self.query_prefix)
+    }
+
+    /// Encodes questions (with the model's query prefix) once, to each of `depths`.
+    pub fn encode_queries(&self, queries: &[&str], depths: &[usize]) -> Result<Vec<Matrix>> {
+        let prefixed: Vec<String> = queries.iter().map(|q| self.query_text(q)).collect();
         let refs: Vec<&str> = prefixed.iter().map(String::as_str).collect();
-        let mut out = self.encode(&refs, &[depth])?;
-        Ok(out.remove(0))
+        self.encode(&refs, depths)
     }
 
     /// Pads one batch of sequences to its longest member and returns, per requested depth, the
@@ -295,17 +296,32 @@ impl Encoder {
             batch.iter().map(|&i| ids[i].as_slice()),
             self.model.device(),
         )?;
-        let states = self.model.forward_layers(
+        let (ids, types, mask) = (
             &inputs.input_ids,
             &inputs.token_type_ids,
             &inputs.attention_mask,
-            deepest,
-            false,
-        )?;
-        depths
-            .iter()
-            .map(|&d| {
-                let mut pooled = self.pooling.pool(&states[d - 1], &inputs.attention_mask)?;
+        );
+        let pooled: Vec<Tensor> = match self.model.forward_packed(ids, types, mask, deepest)? {
+            Some(packed) => depths
+                .iter()
+                .map(|&d| {
+                    self.pooling
+                        .pool_packed(&packed.layers[d - 1], &packed.starts, &packed.lengths)
+                })
+                .collect::<candle_core::Result<_>>()?,
+            None => {
+                let states = self
+                    .model
+                    .forward_layers(ids, types, mask, deepest, false)?;
+                depths
+                    .iter()
+                    .map(|&d| self.pooling.pool(&states[d - 1], mask))
+                    .collect::<candle_core::Result<_>>()?
+            }
+        };
+        pooled
+            .into_iter()
+            .map(|mut pooled| {
                 if let Some(head) = &self.head {
                     pooled = head.forward(&pooled)?;
                 }
@@ -472,7 +488,10 @@ mod tests {
             },
         )
         .unwrap();
-        let q = prefixed.encode_queries(&["the city"], 3).unwrap();
+        let q = prefixed
+            .encode_queries(&["the city"], &[3])
+            .unwrap()
+            .remove(0);
         let manual = prefixed
             .encode(&["query: the city"], &[3])
             .unwrap()
@@ -510,6 +529,51 @@ mod tests {
         let (fast, slow) = (pooled(encoder.model()), pooled(&composite));
         for row in 0..TEXTS.len() {
             assert!(cosine(fast.row(row), slow.row(row)) > 0.99999, "text {row}");
+        }
+    }
+
+    /// Encoding pools the packed states directly; it must give what pooling the padded
+    /// layout gives, for both poolings and at every depth.
+    #[test]
+    fn packed_pooling_matches_padded_pooling() {
+        let (_dir, encoder) = tiny(Pooling::Mean);
+        let ids = encoder.tokenize(&TEXTS).unwrap();
+        let inputs = BatchInputs::new(ids.iter().map(Vec::as_slice), &Device::Cpu).unwrap();
+        let (batch, seq) = inputs.input_ids.dims2().unwrap();
+        let packed = encoder
+            .model()
+            .forward_packed(
+                &inputs.input_ids,
+                &inputs.token_type_ids,
+                &inputs.attention_mask,
+                3,
+            )
+            .unwrap()
+            .expect("a prepared GELU model runs packed");
+        let padded = packed.padded(batch, seq).unwrap();
+        for pooling in [Pooling::Mean, Pooling::Cls] {
+            for depth in 1..=3 {
+                let rows = |t: Tensor| {
+                    Matrix::from_vec(batch, 32, t.flatten_all().unwrap().to_vec1().unwrap())
+                };
+                let direct = rows(
+                    pooling
+                        .pool_packed(&packed.layers[depth - 1], &packed.starts, &packed.lengths)
+                        .unwrap(),
+                );
+                let via_padding = rows(
+                    pooling
+                        .pool(&padded[depth - 1], &inputs.attention_mask)
+                        .unwrap(),
+                );
+                for row in 0..batch {
+                    assert!(
+                        cosine(direct.row(row), via_padding.row(row)) > 0.99999,
+                        "{pooling} pooling, depth {depth}, text {row}"
+                    );
+                    assert!((direct.row(row)[0] - via_padding.row(row)[0]).abs() < 1e-5);
+                }
+            }
         }
     }
 

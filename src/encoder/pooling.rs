@@ -60,6 +60,35 @@ impl Pooling {
     }
 }
 
+impl Pooling {
+    /// [`pool`](Self::pool) over packed rows: `state` `[tokens, hidden]` holds sequence `b` in
+    /// rows `starts[b]..starts[b] + lengths[b]`. A plain loop: candle's sum over a middle
+    /// dimension walks every element through a strided index.
+    pub fn pool_packed(
+        self,
+        state: &Tensor,
+        starts: &[u32],
+        lengths: &[u32],
+    ) -> candle_core::Result<Tensor> {
+        let (_, hidden) = state.dims2()?;
+        if self == Pooling::Cls {
+            let firsts = Tensor::new(starts, state.device())?;
+            return state.index_select(&firsts, 0);
+        }
+        let rows = state.flatten_all()?.to_vec1::<f32>()?;
+        let mut pooled = vec![0f32; starts.len() * hidden];
+        for ((out, &start), &len) in pooled.chunks_exact_mut(hidden).zip(starts).zip(lengths) {
+            let (start, len) = (start as usize, len as usize);
+            for row in rows[start * hidden..(start + len) * hidden].chunks_exact(hidden) {
+                out.iter_mut().zip(row).for_each(|(o, x)| *o += x);
+            }
+            let scale = 1.0 / len.max(1) as f32;
+            out.iter_mut().for_each(|o| *o *= scale);
+        }
+        Tensor::from_vec(pooled, (starts.len(), hidden), state.device())
+    }
+}
+
 impl std::fmt::Display for Pooling {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

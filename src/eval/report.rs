@@ -30,6 +30,7 @@ pub struct CellSummary {
 pub struct Summary {
     pub config: RunConfig,
     pub cells: Vec<CellSummary>,
+    /// Wall time, summed over every session of a resumed run.
     pub seconds: f64,
 }
 
@@ -94,6 +95,15 @@ pub fn summarize(config: &RunConfig, predictions: &[Prediction], seconds: f64) -
 }
 
 /// Writes `summary.json`, `summary.md` and, for a grid, `heatmap.png`.
+/// The time a resumed run had already spent, from the summary it left (0 when there is none).
+pub fn seconds_so_far(dir: &Path) -> f64 {
+    std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .and_then(|summary| summary["seconds"].as_f64())
+        .unwrap_or(0.0)
+}
+
 pub fn write(
     dir: &Path,
     config: &RunConfig,

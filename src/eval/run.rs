@@ -5,7 +5,7 @@
 //! reads the predictions already written and does only the rest. Lines are appended whole, and
 //! a line cut short by a crash is dropped on the next start.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,8 @@ use crate::corpus::{Paragraph, Question};
 use crate::generate::{Generator, PromptSpec};
 use crate::progress::{Progress, ProgressMode};
 use crate::retrieve::{Mode, Retriever, SearchTimings};
+use crate::util::ms_since;
+use crate::vectors::Matrix;
 
 pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
 pub const CONFIG_FILE: &str = "config.json";
@@ -63,7 +65,8 @@ pub struct RunConfig {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PredictionTimings {
-    /// Encoding and search run as one batch per cell; these are that batch's time per question.
+    /// Questions are encoded once for every depth and searched as one batch per cell; these are
+    /// those batches' time per question.
     pub encode_ms: f64,
     pub search_ms: f64,
     pub prompt_tokens: usize,
@@ -115,6 +118,12 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
     }
     let mut done = prepare_dir(&options.dir, config, options.fresh)?;
     let resumed = done.len();
+    let earlier_seconds = if resumed > 0 {
+        report::seconds_so_far(&options.dir)
+    } else {
+        0.0
+    };
+    let seconds = || earlier_seconds + started.elapsed().as_secs_f64();
     let path = options.dir.join(PREDICTIONS_FILE);
     let mut out = OpenOptions::new()
         .create(true)
@@ -130,21 +139,32 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
         "{bar:40} {pos}/{len} predictions [{elapsed_precise} < {eta_precise}]",
     );
     let mut finished = resumed as u64;
-    for &cell in &config.cells {
-        let seen: HashSet<&str> = done
-            .iter()
-            .filter(|p| p.cell == cell)
-            .map(|p| p.id.as_str())
-            .collect();
-        let pending: Vec<&Question> = options
-            .questions
-            .iter()
-            .filter(|q| !seen.contains(q.id.as_str()))
-            .collect();
-        if pending.is_empty() {
-            continue;
+    let pending: Vec<(Cell, Vec<&Question>)> = config
+        .cells
+        .iter()
+        .map(|&cell| {
+            let seen: HashSet<&str> = done
+                .iter()
+                .filter(|p| p.cell == cell)
+                .map(|p| p.id.as_str())
+                .collect();
+            let pending: Vec<&Question> = options
+                .questions
+                .iter()
+                .filter(|q| !seen.contains(q.id.as_str()))
+                .collect();
+            (cell, pending)
+        })
+        .filter(|(_, pending)| !pending.is_empty())
+        .collect();
+    let encoded = match options.retriever {
+        Some(retriever) if config.mode != Mode::Bm25 => {
+            Some(EncodedQuestions::new(retriever, &pending)?)
         }
-        let contexts = contexts(options, cell, &pending)?;
+        _ => None,
+    };
+    for (cell, pending) in pending {
+        let contexts = contexts(options, cell, &pending, encoded.as_ref())?;
         for (question, context) in pending.into_iter().zip(contexts) {
             let prediction = predict(options, cell, question, context)?;
             let mut line = serde_json::to_vec(&prediction)?;
@@ -157,10 +177,10 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
         }
         out.sync_data()
             .with_context(|| format!("writing {}", path.display()))?;
-        report::write(&options.dir, config, &done, started.elapsed().as_secs_f64())?;
+        report::write(&options.dir, config, &done, seconds())?;
     }
     bar.finish();
-    let summary = report::write(&options.dir, config, &done, started.elapsed().as_secs_f64())?;
+    let summary = report::write(&options.dir, config, &done, seconds())?;
     Ok(summary)
 }
 
@@ -221,7 +241,64 @@ struct PromptContext {
     search_ms: f64,
 }
 
-fn contexts(options: &RunOptions, cell: Cell, pending: &[&Question]) -> Result<Vec<PromptContext>> {
+/// The pending questions' vectors at every depth the grid asks for, from one forward pass: a
+/// shallower layer's vector comes free with the deepest one's, which is what lets a sweep cost
+/// little more than one encoding.
+struct EncodedQuestions<'q> {
+    rows: HashMap<&'q str, usize>,
+    depths: Vec<usize>,
+    vectors: Vec<Matrix>,
+    encode_ms_per_question: f64,
+}
+
+impl<'q> EncodedQuestions<'q> {
+    fn new(retriever: &Retriever, pending: &[(Cell, Vec<&'q Question>)]) -> Result<Self> {
+        let started = Instant::now();
+        let mut depths: Vec<usize> = pending.iter().filter_map(|(c, _)| c.layers).collect();
+        depths.sort_unstable();
+        depths.dedup();
+        let mut rows = HashMap::new();
+        let mut texts = Vec::new();
+        for question in pending.iter().flat_map(|(_, questions)| questions) {
+            rows.entry(question.id.as_str()).or_insert_with(|| {
+                texts.push(question.question.as_str());
+                texts.len() - 1
+            });
+        }
+        let vectors = if depths.is_empty() {
+            Vec::new()
+        } else {
+            retriever.encoder.encode_queries(&texts, &depths)?
+        };
+        Ok(Self {
+            rows,
+            depths,
+            vectors,
+            encode_ms_per_question: ms_since(started) / texts.len().max(1) as f64,
+        })
+    }
+
+    /// These questions' full-width vectors at `depth`, a row each.
+    fn at(&self, depth: usize, questions: &[&Question]) -> Matrix {
+        let at_depth = &self.vectors[self
+            .depths
+            .binary_search(&depth)
+            .expect("every cell's depth is encoded")];
+        let mut out = Matrix::zeros(questions.len(), at_depth.cols);
+        for (i, question) in questions.iter().enumerate() {
+            out.row_mut(i)
+                .copy_from_slice(at_depth.row(self.rows[question.id.as_str()]));
+        }
+        out
+    }
+}
+
+fn contexts(
+    options: &RunOptions,
+    cell: Cell,
+    pending: &[&Question],
+    encoded: Option<&EncodedQuestions>,
+) -> Result<Vec<PromptContext>> {
     let (Some(layers), Some(dim), Some(retriever)) = (cell.layers, cell.dim, options.retriever)
     else {
         return Ok(pending
@@ -238,7 +315,16 @@ fn contexts(options: &RunOptions, cell: Cell, pending: &[&Question]) -> Result<V
     let deepest = *RECALL_KS.last().expect("cut-offs");
     let k = deepest.max(options.config.top_k);
     let mut timings = SearchTimings::default();
-    let ranked = retriever.rank(&texts, options.config.mode, layers, dim, k, &mut timings)?;
+    let vectors = encoded.map(|e| e.at(layers, pending));
+    let ranked = retriever.rank(
+        &texts,
+        vectors.as_ref(),
+        options.config.mode,
+        layers,
+        dim,
+        k,
+        &mut timings,
+    )?;
     let n = pending.len() as f64;
     ranked
         .into_iter()
@@ -250,7 +336,8 @@ fn contexts(options: &RunOptions, cell: Cell, pending: &[&Question]) -> Result<V
             Ok(PromptContext {
                 retrieved: docs.iter().map(|d| d.title.clone()).collect(),
                 paragraphs: docs.into_iter().take(options.config.top_k).collect(),
-                encode_ms: timings.encode_ms / n,
+                encode_ms: encoded.map_or(0.0, |e| e.encode_ms_per_question)
+                    + timings.encode_ms / n,
                 search_ms: timings.search_ms / n,
             })
         })

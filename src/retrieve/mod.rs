@@ -137,7 +137,7 @@ impl Retriever {
         let (layers, dim) = self.index.manifest.resolve(request.layers, request.dim)?;
         let mut timings = SearchTimings::default();
         let ranked = self
-            .rank_encoded(
+            .rank(
                 &[query],
                 encoded,
                 request.mode,
@@ -173,22 +173,11 @@ impl Retriever {
         })
     }
 
-    /// Ranked (id, score) lists for many questions at a resolved depth and size; dense
-    /// questions are encoded as one batch.
-    pub fn rank(
-        &self,
-        queries: &[&str],
-        mode: Mode,
-        layers: usize,
-        dim: usize,
-        k: usize,
-        timings: &mut SearchTimings,
-    ) -> Result<Vec<Vec<(u64, f32)>>> {
-        self.rank_encoded(queries, None, mode, layers, dim, k, timings)
-    }
-
+    /// Ranked (id, score) lists for many questions at a resolved depth and size. Dense
+    /// questions are encoded here as one batch, unless `encoded` holds them already (full
+    /// width, at this depth, query prefix applied, a row per question).
     #[allow(clippy::too_many_arguments)]
-    fn rank_encoded(
+    pub fn rank(
         &self,
         queries: &[&str],
         encoded: Option<&Matrix>,
@@ -241,7 +230,7 @@ impl Retriever {
                 queries.len()
             ),
             None => {
-                let full = self.encoder.encode_queries(queries, layers)?;
+                let full = self.encoder.encode_queries(queries, &[layers])?.remove(0);
                 self.index.query_vectors(layers, dim, &full)?
             }
         };

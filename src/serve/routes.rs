@@ -112,7 +112,7 @@ async fn search(
     let encoded = if body.mode == Mode::Bm25 {
         None
     } else {
-        let prefixed = format!("{}{query}", retriever.encoder.query_prefix);
+        let prefixed = retriever.encoder.query_text(query);
         let tokens = token_count(&retriever.encoder, &prefixed, "the query")?;
         Some(ready.batcher.encode(vec![prefixed], tokens, layers).await?)
     };
