@@ -186,6 +186,13 @@ pub struct GeneratorArgs {
     /// A GGUF model (`scripts/fetch-models.sh llm-small` fetches a faster 0.5B one).
     #[arg(long, env = "RAG_LLM", default_value = DEFAULT_LLM)]
     pub llm: PathBuf,
+    #[command(flatten)]
+    pub generation: GenerationArgs,
+}
+
+/// How answers are generated, whichever GGUF model generates them.
+#[derive(Args, Debug, Clone)]
+pub struct GenerationArgs {
     /// Most tokens in an answer.
     #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_tokens: usize,
@@ -207,14 +214,14 @@ pub struct GeneratorArgs {
     pub verbose: bool,
 }
 
-impl GeneratorArgs {
+impl GenerationArgs {
     fn prompt(&self) -> Result<PromptSpec> {
         PromptSpec::from_flags(self.prompt_style, self.prompt_file.as_deref())
     }
 
-    fn load(&self) -> Result<Generator> {
+    fn load(&self, llm: &Path) -> Result<Generator> {
         Generator::load(
-            &self.llm,
+            llm,
             &GeneratorOptions {
                 max_tokens: self.max_tokens,
                 ctx_size: self.ctx_size,
@@ -222,6 +229,16 @@ impl GeneratorArgs {
                 verbose: self.verbose,
             },
         )
+    }
+}
+
+impl GeneratorArgs {
+    fn prompt(&self) -> Result<PromptSpec> {
+        self.generation.prompt()
+    }
+
+    fn load(&self) -> Result<Generator> {
+        self.generation.load(&self.llm)
     }
 }
 
@@ -442,6 +459,9 @@ pub struct ServeArgs {
     /// GGUF generator for POST /ask (without it /ask answers 503).
     #[arg(long)]
     pub llm: Option<PathBuf>,
+    /// How /ask generates (with --llm).
+    #[command(flatten)]
+    pub generation: GenerationArgs,
     /// Address to listen on; loopback unless you mean to expose it.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: std::net::SocketAddr,
@@ -871,7 +891,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         oracle: args.oracle,
         generator: generator.as_ref().map(|g| g.name.clone()),
         prompt_style: spec.as_ref().map(|s| s.style.to_string()),
-        max_tokens: spec.as_ref().map(|_| args.generator.max_tokens),
+        max_tokens: spec.as_ref().map(|_| args.generator.generation.max_tokens),
         index: retriever.as_ref().map(|r| r.index.dir.clone()),
     };
     let name = args
@@ -1052,14 +1072,15 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             "listening on http://{} (loading models)",
             listener.local_addr()?
         );
-        let (index_dir, model, llm) = (args.index, args.model, args.llm);
+        let (index_dir, model, llm, generation) =
+            (args.index, args.model, args.llm, args.generation);
         let load = move || {
             let retriever = Arc::new(Retriever::open(&index_dir, model.as_deref())?);
             let answerer = match llm {
                 Some(path) => Some(Arc::new(serve::RagAnswerer {
                     retriever: Arc::clone(&retriever),
-                    generator: Generator::load(&path, &GeneratorOptions::default())?,
-                    spec: PromptSpec::from_flags(None, None)?,
+                    generator: generation.load(&path)?,
+                    spec: generation.prompt()?,
                 }) as Arc<dyn serve::Answerer>),
                 None => None,
             };

@@ -117,6 +117,9 @@ pub fn load_tokenizer(model_dir: &Path, max_length: usize) -> Result<Tokenizer> 
 
 impl Encoder {
     pub fn load(model_dir: &Path, options: &EncoderOptions) -> Result<Self> {
+        // `rag train` installs a model with two renames; one cut off between them left the
+        // previous model as `<dir>.old`.
+        util::recover_interrupted_install(model_dir)?;
         if !model_dir.is_dir() {
             bail!(
                 "model directory {} does not exist (run scripts/fetch-models.sh encoder, or pass --model DIR)",

@@ -802,10 +802,18 @@ mod tests {
         // Without --resume (or --fresh) an interrupted run is not silently discarded.
         let err = train(&first).unwrap_err().to_string();
         assert!(err.contains("--resume"), "{err}");
+        // A crash between the two renames of the checkpoint's install leaves it aside as
+        // `checkpoint.old`; resuming still starts from it.
+        let checkpoint = output::work_dir(&resumed).join("checkpoint");
+        std::fs::rename(&checkpoint, util::sibling(&checkpoint, "old")).unwrap();
         let mut again = first;
         again.resume = true;
         let summary = train(&again).unwrap();
         assert_eq!(summary.resumed_from, Some(10));
+        // The same cut-off in the model's own install: loading it puts it back.
+        std::fs::rename(&resumed, util::sibling(&resumed, "old")).unwrap();
+        Encoder::load(&resumed, &EncoderOptions::default()).unwrap();
+        assert!(resumed.join("model.safetensors").exists());
         let weights = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();
         assert!(
             weights(&straight) == weights(&resumed),

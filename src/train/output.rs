@@ -77,6 +77,8 @@ pub fn save_checkpoint(work: &Path, optimizer: &AdamW, state: &CheckpointState) 
 /// Restores the weights and optimizer state of `<work>/checkpoint`, if there is one.
 pub fn load_checkpoint(work: &Path, optimizer: &mut AdamW) -> Result<Option<CheckpointState>> {
     let dir = work.join("checkpoint");
+    // A run killed between the two renames of a checkpoint save left it as `checkpoint.old`.
+    util::recover_interrupted_install(&dir)?;
     if !dir.join("state.json").exists() {
         return Ok(None);
     }
