@@ -3,7 +3,7 @@
 # 32,64,128,384 on all 1,186 distractor questions, from no cached index, timed against one
 # full-depth encoding of the same corpus (`rag index --layers 6`). Target: sweep <= 1.2x that.
 # Writes eval/runs/issue3-sweep-retrieval/ (summary.md, heatmap.png) and eval/issue3_sweep.md.
-# Takes about 20 minutes of both cores (two full encodings of the 19k-paragraph corpus).
+# Takes about 9 minutes of both cores (two full encodings of the 19k-paragraph corpus).
 # Builds rag first: on a machine with a shared cargo cache, export CARGO_TARGET_DIR to it
 # (else scripts/common.sh uses ./target, a cold build of faiss and llama.cpp).
 set -euo pipefail
