@@ -698,13 +698,38 @@ struct LayerNorm {
     eps: f32,
 }
 
-/// Mean and `1 / sqrt(var + eps)` of one row.
+/// Mean and `1 / sqrt(var + eps)` of one row. The sums run in 16 lanes: a plain float sum is
+/// one long dependency chain that the compiler may not reorder into vectors.
 #[inline(always)]
 fn row_moments(row: &[f32], eps: f32) -> (f32, f32) {
+    #[inline(always)]
+    fn lane_sum(row: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+        let mut lanes = [0f32; 16];
+        let chunks = row.chunks_exact(16);
+        let tail: f32 = chunks.remainder().iter().map(|&x| f(x)).sum();
+        for chunk in chunks {
+            for (lane, &x) in lanes.iter_mut().zip(chunk) {
+                *lane += f(x);
+            }
+        }
+        lanes.iter().sum::<f32>() + tail
+    }
     let n = row.len() as f32;
-    let mean = row.iter().sum::<f32>() / n;
-    let var = row.iter().map(|&x| (x - mean) * (x - mean)).sum::<f32>() / n;
+    let mean = lane_sum(row, |x| x) / n;
+    let var = lane_sum(row, |x| (x - mean) * (x - mean)) / n;
     (mean, 1.0 / (var + eps).sqrt())
+}
+
+multiversion! {
+    fn layer_norm_rows(out: &mut [f32], xs: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+        let width = gamma.len();
+        for (o, x) in out.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
+            let (mean, rstd) = row_moments(x, eps);
+            for (((o, &x), &g), &b) in o.iter_mut().zip(x).zip(gamma).zip(beta) {
+                *o = (x - mean) * rstd * g + b;
+            }
+        }
+    }
 }
 
 impl CustomOp3 for LayerNorm {
@@ -725,14 +750,10 @@ impl CustomOp3 for LayerNorm {
         let gamma = contiguous_f32(gamma, gamma_layout)?;
         let beta = contiguous_f32(beta, beta_layout)?;
         let mut out = vec![0f32; src.len()];
-        out.par_chunks_mut(width)
-            .zip(src.par_chunks(width))
-            .for_each(|(o, x)| {
-                let (mean, rstd) = row_moments(x, self.eps);
-                for (((o, &x), &g), &b) in o.iter_mut().zip(x).zip(gamma).zip(beta) {
-                    *o = (x - mean) * rstd * g + b;
-                }
-            });
+        const BLOCK_ROWS: usize = 32;
+        out.par_chunks_mut(width * BLOCK_ROWS)
+            .zip(src.par_chunks(width * BLOCK_ROWS))
+            .for_each(|(o, x)| layer_norm_rows(o, x, gamma, beta, self.eps));
         Ok((CpuStorage::F32(out), xs_layout.shape().clone()))
     }
 
@@ -827,8 +848,8 @@ impl CustomOp3 for LayerNormGrad {
     }
 }
 
-/// Differentiable layer norm over the last dimension, fused forward and backward.
-pub fn layer_norm_train(xs: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
+/// Layer norm over the last dimension, differentiable (fused forward and backward).
+pub fn layer_norm(xs: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
     xs.contiguous()?
         .apply_op3(gamma, beta, LayerNorm { eps: eps as f32 })
 }
