@@ -104,6 +104,67 @@ pub fn keep_freed_memory() {
     }
 }
 
+/// OpenBLAS (0.3.21 in Debian 12) does not know this machine's CPU model and falls back to its
+/// generic Prescott (SSE3) kernels, which made faiss's batched searches (evaluation, PCA fits)
+/// several times slower than its AVX-512 ones. It reads `OPENBLAS_CORETYPE` only while it
+/// loads, before `main`, so when it has fallen back on a CPU that has more, the process starts
+/// itself again with the better core named. Returns when there is nothing to do (another BLAS,
+/// a core already chosen) or the restart failed, which only costs speed.
+pub fn use_best_blas_kernels() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        use std::os::unix::process::CommandExt;
+        if std::env::var_os("OPENBLAS_CORETYPE").is_some() {
+            return;
+        }
+        match openblas_core() {
+            Some(core) if core.eq_ignore_ascii_case("prescott") => {}
+            _ => return,
+        }
+        let better = if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            "SkylakeX"
+        } else if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            "Haswell"
+        } else {
+            return;
+        };
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        // `exec` returns only if it failed; then this process carries on with the old kernels.
+        let _ = std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env("OPENBLAS_CORETYPE", better)
+            .exec();
+    }
+}
+
+/// The kernel set OpenBLAS chose at load, if the BLAS this process uses is OpenBLAS.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn openblas_core() -> Option<String> {
+    // SAFETY: a NUL-terminated name looked up in the loaded libraries; when present it is
+    // OpenBLAS's `char *openblas_get_corename(void)`, which returns a static string.
+    unsafe {
+        let symbol = libc::dlsym(libc::RTLD_DEFAULT, c"openblas_get_corename".as_ptr());
+        if symbol.is_null() {
+            return None;
+        }
+        let corename: extern "C" fn() -> *const libc::c_char = std::mem::transmute(symbol);
+        let name = corename();
+        (!name.is_null()).then(|| {
+            std::ffi::CStr::from_ptr(name)
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
+}
+
 /// SplitMix64: small, fast and seedable, so that shuffles and dropout masks repeat exactly for
 /// a given seed (candle's CPU generator cannot be seeded), and its state fits in a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

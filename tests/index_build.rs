@@ -166,6 +166,41 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     }
 }
 
+/// OpenBLAS falls back to its generic kernels on CPU models it does not know; `rag` then starts
+/// itself again with the kernels the CPU can run (`util::use_best_blas_kernels`).
+#[test]
+fn rag_runs_openblas_with_the_kernels_the_cpu_has() {
+    let out = common::rag()
+        .arg("--help")
+        .env("OPENBLAS_VERBOSE", "2")
+        .env_remove("OPENBLAS_CORETYPE")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cores: Vec<&str> = printed
+        .lines()
+        .filter_map(|line| line.strip_prefix("Core: "))
+        .collect();
+    let test = "rag_runs_openblas_with_the_kernels_the_cpu_has";
+    let Some(first) = cores.first() else {
+        return common::skip(test, "the BLAS faiss uses here is not OpenBLAS");
+    };
+    #[cfg(target_arch = "x86_64")]
+    let has_more = std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has_more = false;
+    if !first.eq_ignore_ascii_case("prescott") || !has_more {
+        return common::skip(test, &format!("OpenBLAS chose {first} itself"));
+    }
+    assert_eq!(cores.len(), 2, "one restart: {printed}");
+    assert!(!cores[1].eq_ignore_ascii_case("prescott"), "{printed}");
+}
+
 #[test]
 fn cli_reports_bad_input_in_one_line() {
     let tmp = tempfile::tempdir().unwrap();
