@@ -191,7 +191,8 @@ fn rag_runs_openblas_with_the_kernels_the_cpu_has() {
         return common::skip(test, "the BLAS faiss uses here is not OpenBLAS");
     };
     #[cfg(target_arch = "x86_64")]
-    let has_more = std::arch::is_x86_feature_detected!("avx2");
+    let has_more =
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]
     let has_more = false;
     if !first.eq_ignore_ascii_case("prescott") || !has_more {

@@ -299,12 +299,12 @@ impl Encoder {
             batch.iter().map(|&i| ids[i].as_slice()),
             self.model.device(),
         )?;
-        let (ids, types, mask) = (
+        let (tokens, types, mask) = (
             &inputs.input_ids,
             &inputs.token_type_ids,
             &inputs.attention_mask,
         );
-        let pooled: Vec<Tensor> = match self.model.forward_packed(ids, types, mask, deepest)? {
+        let pooled: Vec<Tensor> = match self.model.forward_packed(tokens, types, mask, deepest)? {
             Some(packed) => depths
                 .iter()
                 .map(|&d| {
@@ -315,7 +315,7 @@ impl Encoder {
             None => {
                 let states = self
                     .model
-                    .forward_layers(ids, types, mask, deepest, false)?;
+                    .forward_layers(tokens, types, mask, deepest, false)?;
                 depths
                     .iter()
                     .map(|&d| self.pooling.pool(&states[d - 1], mask))

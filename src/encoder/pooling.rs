@@ -58,9 +58,7 @@ impl Pooling {
             }
         }
     }
-}
 
-impl Pooling {
     /// [`pool`](Self::pool) over packed rows: `state` `[tokens, hidden]` holds sequence `b` in
     /// rows `starts[b]..starts[b] + lengths[b]`. A plain loop: candle's sum over a middle
     /// dimension walks every element through a strided index.

@@ -94,7 +94,6 @@ pub fn summarize(config: &RunConfig, predictions: &[Prediction], seconds: f64) -
     }
 }
 
-/// Writes `summary.json`, `summary.md` and, for a grid, `heatmap.png`.
 /// The time a resumed run had already spent, from the summary it left (0 when there is none).
 pub fn seconds_so_far(dir: &Path) -> f64 {
     std::fs::read(dir.join("summary.json"))
@@ -104,6 +103,7 @@ pub fn seconds_so_far(dir: &Path) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Writes `summary.json`, `summary.md` and, for a grid, `heatmap.png`.
 pub fn write(
     dir: &Path,
     config: &RunConfig,
