@@ -14,6 +14,13 @@ OUT = ROOT / "eval" / "issue4"
 UNTRAINED_STS = ROOT / "eval" / "sts" / "all-MiniLM-L6-v2-pca" / "summary.json"
 UNTRAINED_HOTPOT = ROOT / "eval" / "issue2" / "rag_recall.json"
 MODELS = ["ese-nli", "raw-nli", "mrl-nli", "2dmse-nli", "pooler64-nli", "ese-nli-pairs"]
+# The HotpotQA recipe experiments of eval/issue4_train.sh, with what each one changes.
+EXPERIMENTS = {
+    "ese-pairs-c64": "NLI + the corpus pairs of `--pairs-from-corpus` (both files, 17,688 pairs), k = 64",
+    "ese-pairs-c64-lr3e4": "the same, learning rate 3e-4",
+    "ese-pairs-c64-sw5": "the same as ese-pairs-c64, `--shallow-weight 5`",
+    "ese-titled-c64": "NLI + corpus pairs whose positive carries the title (`eval/issue4_titled_pairs.py`), k = 64",
+}
 
 
 def load(path):
@@ -103,6 +110,19 @@ def main():
             lines.append(f"| {name} | " + " | ".join(
                 fmt(hotpot_recall(h, l, d), 3) for l, d in [(3, 64), (3, 384), (6, 64), (6, 384)]) + " |")
     lines.append("")
+
+    experiments = {name: load(OUT / f"hotpot-{name}.json") for name in EXPERIMENTS}
+    if any(experiments.values()):
+        lines += ["## HotpotQA recipe experiments (ESE, 200 steps, `eval/issue4_train.sh NAME`)", "",
+                  "Cells left `-` were not indexed at that depth.", "",
+                  "| recipe | what changes | 3 layers / 64 dims | 3 / 384 | 6 / 64 | 6 layers / 384 dims |",
+                  "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for name, what in EXPERIMENTS.items():
+            h = experiments[name]
+            if h:
+                lines.append(f"| {name} | {what} | " + " | ".join(
+                    fmt(hotpot_recall(h, l, d), 3) for l, d in [(3, 64), (3, 384), (6, 64), (6, 384)]) + " |")
+        lines.append("")
 
     lines += ["## Training time (one epoch, 252 steps)", "",
               "| model | seconds | s/step | examples/s | final loss |", "| --- | ---: | ---: | ---: | ---: |"]

@@ -5,6 +5,11 @@
 #
 #   eval/issue4_train.sh [MODE...]     (default: ese raw mrl pooler 2dmse)
 #
+# Also the HotpotQA recipe experiments (200 steps each, NLI plus corpus pairs, k = 64):
+#   ese-pairs-c64 (the pairs of --pairs-from-corpus), ese-pairs-c64-lr3e4 (learning rate 3e-4),
+#   ese-pairs-c64-sw5 (--shallow-weight 5), ese-titled-c64 (positives carry the title:
+#   eval/issue4_titled_pairs.py).
+#
 # Models go to data/trained/<mode>-nli/, reports to eval/issue4/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,14 +29,22 @@ train() { # name, flags...
     "$RAG" train --out "data/trained/$name" --resume "$@" --json | tee "$OUT/train-$name.json"
 }
 
+D=${RAG_DATA:-../shared/data}/hotpotqa
+corpora=("$D/hotpot_dev_fullwiki_sample.json" "$D/hotpot_dev_distractor_sample.json")
+pairs=(--mode ese --data nli --pairs-from-corpus "${corpora[0]}" --pairs-from-corpus "${corpora[1]}")
+
 for mode in "${modes[@]}"; do
     case $mode in
         pooler) train pooler64-nli --mode pooler --pooler-dim 64 ;;
         pooler32) train pooler32-nli --mode pooler --pooler-dim 32 ;;
-        ese-pairs) train ese-nli-pairs --mode ese --data nli \
-            --pairs-from-corpus ../shared/data/hotpotqa/hotpot_dev_fullwiki_sample.json \
-            --pairs-from-corpus ../shared/data/hotpotqa/hotpot_dev_distractor_sample.json \
-            --max-corpus-pairs "${PAIRS_LIMIT:-3000}" ;;
+        ese-pairs) train ese-nli-pairs "${pairs[@]}" --max-corpus-pairs "${PAIRS_LIMIT:-3000}" ;;
+        ese-pairs-c64) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 ;;
+        ese-pairs-c64-lr3e4) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 --lr 3e-4 ;;
+        ese-pairs-c64-sw5) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 --shallow-weight 5 ;;
+        ese-titled-c64)
+            python3 eval/issue4_titled_pairs.py data/trained/titled-pairs.jsonl "${corpora[@]}"
+            train "$mode" --mode ese --data nli --data data/trained/titled-pairs.jsonl \
+                --compression-size 64 --max-steps 200 ;;
         *) train "$mode-nli" --mode "$mode" ;;
     esac
 done

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import threading
 import time
@@ -141,6 +142,7 @@ def main():
     p.add_argument("--concurrency", default="1,8,32", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--duration", type=float, default=10.0, help="seconds per route and client count")
     p.add_argument("--max-requests", type=int, default=20000, help="cap per route and client count")
+    p.add_argument("--rounds", type=int, default=1, help="repeat the sweep; speed-ups and latencies are the median round's")
     p.add_argument("--mode", default="dense", help="retrieval mode for /search")
     p.add_argument("--questions", default=DEFAULT_QUESTIONS, help="HotpotQA file: /search and /ask questions")
     p.add_argument("--sentences", default=DEFAULT_SENTENCES,
@@ -166,23 +168,42 @@ def main():
         report = soak(args, texts)
     else:
         rows = []
-        print(f"{'route':<11} {'clients':>7} {'requests':>8} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}  statuses")
+        print(f"{'round':>5} {'route':<11} {'clients':>7} {'requests':>8} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}  statuses")
+        # Rounds repeat the whole sweep, so each speed-up compares client counts measured minutes
+        # apart at most, and the median round is not at the mercy of one noisy baseline.
+        for round_ in range(1, args.rounds + 1):
+            for route in args.routes:
+                for c in args.concurrency:
+                    results, wall = run(args.addr, [route], c, args.duration, args.max_requests, texts, args.mode,
+                                        args.seed + round_ - 1)
+                    for row in summarise(results, wall, c):
+                        row["round"] = round_
+                        rows.append(row)
+                        print(f"{round_:>5} {row['route']:<11} {c:>7} {row['requests']:>8} {row['throughput_rps']:>9.1f} "
+                              f"{row['p50_ms']:>8.2f} {row['p90_ms']:>8.2f} {row['p99_ms']:>8.2f}  {row['statuses']}")
+        speedups, per_round = {}, {}
+        for route in args.routes:
+            for round_ in range(1, args.rounds + 1):
+                by_c = {r["concurrency"]: r["throughput_rps"] for r in rows
+                        if r["route"] == route and r["round"] == round_}
+                if by_c.get(1, 0) > 0:
+                    per_round.setdefault(route, []).append({str(c): round(t / by_c[1], 2) for c, t in by_c.items()})
+            if route in per_round:
+                speedups[route] = {c: statistics.median(r[c] for r in per_round[route]) for c in per_round[route][0]}
+        for route, s in speedups.items():
+            print(f"{route}: throughput over one sequential client, median of {args.rounds} round(s): {s}; "
+                  f"per round: {per_round[route]}")
+        median_rows = {}
         for route in args.routes:
             for c in args.concurrency:
-                results, wall = run(args.addr, [route], c, args.duration, args.max_requests, texts, args.mode, args.seed)
-                for row in summarise(results, wall, c):
-                    rows.append(row)
-                    print(f"{row['route']:<11} {c:>7} {row['requests']:>8} {row['throughput_rps']:>9.1f} "
-                          f"{row['p50_ms']:>8.2f} {row['p90_ms']:>8.2f} {row['p99_ms']:>8.2f}  {row['statuses']}")
-        speedups = {}
-        for route in args.routes:
-            by_c = {r["concurrency"]: r["throughput_rps"] for r in rows if r["route"] == route}
-            if 1 in by_c and by_c[1] > 0:
-                speedups[route] = {str(c): round(t / by_c[1], 2) for c, t in by_c.items()}
-        for route, s in speedups.items():
-            print(f"{route}: throughput over one sequential client: {s}")
+                mine = [r for r in rows if r["route"] == route and r["concurrency"] == c]
+                if mine:
+                    median_rows[f"{route}/{c}"] = {key: statistics.median(r[key] for r in mine)
+                                                   for key in ("throughput_rps", "p50_ms", "p90_ms", "p99_ms")}
+                    print(f"{route:<11} {c:>7} clients, median of rounds: {median_rows[f'{route}/{c}']}")
         report = {"kind": "load", "addr": args.addr, "health": health, "mode": args.mode,
-                  "duration_s": args.duration, "rows": rows, "speedup_over_sequential": speedups,
+                  "duration_s": args.duration, "rounds": args.rounds, "rows": rows, "medians": median_rows,
+                  "speedup_over_sequential": speedups, "speedup_per_round": per_round,
                   "server_5xx": server_errors(args.addr)}
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:

@@ -2,7 +2,7 @@
 # Issue 5, the long runs in one go: starts `rag serve` on the 19k index, sends the bad-input
 # list, the load test (embeddings and dense search at 1, 8 and 32 clients), optionally a soak
 # of mixed requests, the bad-input list again, then SIGTERM (the server must drain and exit 0).
-#   eval/serve_measure.sh [SECONDS_PER_CELL] [SOAK_SECONDS]     (defaults 15 and 0: no soak)
+#   eval/serve_measure.sh [SECONDS_PER_CELL] [SOAK_SECONDS] [ROUNDS]   (defaults 15, 0: no soak, 3)
 # Writes eval/serve/{bad_input,load,soak,bad_input_after}.json. Run on a quiet machine: the
 # Python client shares the cores with the server.
 set -euo pipefail
@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 DURATION=${1:-15}
 SOAK=${2:-0}
+ROUNDS=${3:-3}
 INDEX=${INDEX:-index/issue2-dot}
 ADDR=${ADDR:-127.0.0.1:18080}
 OUT=eval/serve
@@ -28,7 +29,7 @@ done
 
 python3 eval/serve_bad_input.py --addr "$ADDR" --out "$OUT/bad_input.json"
 python3 eval/serve_load.py --addr "$ADDR" --routes embeddings,search --mode dense \
-  --concurrency 1,8,32 --duration "$DURATION" --out "$OUT/load.json"
+  --concurrency 1,8,32 --duration "$DURATION" --rounds "$ROUNDS" --out "$OUT/load.json"
 if [ "$SOAK" -gt 0 ]; then
   python3 eval/serve_load.py --addr "$ADDR" --routes embeddings,search --soak "$SOAK" \
     --pid $SERVER --concurrency 8 --max-requests 100000000 --out "$OUT/soak.json"

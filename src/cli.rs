@@ -445,6 +445,10 @@ pub struct TrainArgs {
     /// Temperature of the KL term in ESE's alignment and 2DMSE's distillation.
     #[arg(long, default_value_t = 1.0)]
     pub kl_temperature: f64,
+    /// Multiplies ESE's shallow-layer terms (1: the paper's weighting); raise it for a model
+    /// that will mostly be served at a reduced depth.
+    #[arg(long, default_value_t = 1.0)]
+    pub shallow_weight: f64,
     #[arg(long)]
     pub json: bool,
 }
@@ -1137,6 +1141,7 @@ fn run_train(args: TrainArgs) -> Result<()> {
             },
             compression_size: args.compression_size,
             kl_temperature: args.kl_temperature,
+            shallow_weight: args.shallow_weight,
         },
         pooling: args.pooling,
         pooler_dim: args.pooler_dim,

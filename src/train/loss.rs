@@ -302,6 +302,14 @@ pub struct Objective {
     /// ESE's `k`: the size the compression target and the shallow layers are trained at.
     pub compression_size: usize,
     pub kl_temperature: f64,
+    /// Multiplies ESE's shallow-layer terms (1: the paper's `1/(n-1) * sum w_i ...`); more
+    /// puts the weight where a model served at a reduced depth needs it.
+    #[serde(default = "paper_shallow_weight")]
+    pub shallow_weight: f64,
+}
+
+fn paper_shallow_weight() -> f64 {
+    1.0
 }
 
 /// A loss with the part that learn-to-compress contributed, for the training log.
@@ -392,7 +400,7 @@ impl Objective {
                         express_shallow = (express_shallow + (angle(&first(x, k)?)? * w)?)?;
                         compress_shallow = (compress_shallow + (compress_at(x)? * w)?)?;
                     }
-                    let scale = 1.0 / shallow as f64;
+                    let scale = self.shallow_weight / shallow as f64;
                     total = (total + (express_shallow * scale)?)?;
                     compress = (compress + (compress_shallow * scale)?)?;
                 }
@@ -636,6 +644,7 @@ mod tests {
                 angle: angle.clone(),
                 compression_size: case.compression_size,
                 kl_temperature: 1.0,
+                shallow_weight: 1.0,
             };
             let layers: Vec<Tensor> = case.layers.iter().map(stacked).collect();
             let got = objective
@@ -643,6 +652,31 @@ mod tests {
                 .unwrap()
                 .total;
             close(scalar(&got), case.total, &format!("ese {i}"));
+            // --shallow-weight scales exactly the shallow layers' terms.
+            let total_with = |shallow_weight: f64| {
+                let objective = Objective {
+                    shallow_weight,
+                    ..objective.clone()
+                };
+                scalar(
+                    &objective
+                        .loss(&layers, &Layout::Triplets, None)
+                        .unwrap()
+                        .total,
+                )
+            };
+            let (deep_only, paper) = (total_with(0.0), total_with(1.0));
+            if case.layers.len() > 1 {
+                assert!(
+                    (paper - deep_only).abs() > 1e-6,
+                    "ese {i}: no shallow terms"
+                );
+            }
+            close(
+                total_with(3.0),
+                deep_only + 3.0 * (paper - deep_only),
+                &format!("ese {i}, shallow weight 3"),
+            );
         }
         for (i, case) in fixture.mrl.iter().enumerate() {
             let x = stacked(&case.blocks);
@@ -652,6 +686,7 @@ mod tests {
                 angle: angle.clone(),
                 compression_size: 0,
                 kl_temperature: 1.0,
+                shallow_weight: 1.0,
             };
             let got = objective.loss(&[x], &Layout::Triplets, None).unwrap().total;
             close(scalar(&got), case.total, &format!("mrl {i}"));

@@ -218,6 +218,12 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
             objective.compression_size
         );
     }
+    if !(objective.shallow_weight.is_finite() && objective.shallow_weight >= 0.0) {
+        bail!(
+            "--shallow-weight must be a number, 0 or more (got {})",
+            objective.shallow_weight
+        );
+    }
     if mode == Mode::Pooler && options.pooler_dim > hidden && !options.two_step {
         bail!(
             "--pooler-dim {} is larger than the model's {hidden} dimensions",
@@ -453,6 +459,10 @@ fn model_card(record: &RunRecord, summary: &TrainSummary) -> String {
         .map(|d| format!("{} ({} examples)", d.source.path().display(), d.examples))
         .collect();
     let mode = match record.objective.mode {
+        Mode::Ese if record.objective.shallow_weight != 1.0 => format!(
+            "ese (compression size {}, shallow layers weighted x{})",
+            record.objective.compression_size, record.objective.shallow_weight
+        ),
         Mode::Ese => format!(
             "ese (compression size {})",
             record.objective.compression_size
@@ -545,6 +555,7 @@ mod tests {
                 angle: AngleLoss::default(),
                 compression_size: 16,
                 kl_temperature: 1.0,
+                shallow_weight: 1.0,
             },
             pooling: None,
             pooler_dim: 16,
