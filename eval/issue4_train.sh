@@ -8,7 +8,7 @@
 # Also the HotpotQA recipe experiments (200 steps each, NLI plus corpus pairs, k = 64):
 #   ese-pairs-c64 (the pairs of --pairs-from-corpus), ese-pairs-c64-lr3e4 (learning rate 3e-4),
 #   ese-pairs-c64-sw5 (--shallow-weight 5), ese-titled-c64 (positives carry the title:
-#   eval/issue4_titled_pairs.py).
+#   eval/issue4_titled_pairs.py), and ese-titled-c64-sw5-600 (titled, --shallow-weight 5, 600 steps).
 #
 # Models go to data/trained/<mode>-nli/, reports to eval/issue4/.
 set -euo pipefail
@@ -33,6 +33,11 @@ D=${RAG_DATA:-../shared/data}/hotpotqa
 corpora=("$D/hotpot_dev_fullwiki_sample.json" "$D/hotpot_dev_distractor_sample.json")
 pairs=(--mode ese --data nli --pairs-from-corpus "${corpora[0]}" --pairs-from-corpus "${corpora[1]}")
 
+titled=(--mode ese --data nli --data data/trained/titled-pairs.jsonl --compression-size 64)
+if [[ " ${modes[*]} " == *" ese-titled"* ]]; then
+    python3 eval/issue4_titled_pairs.py data/trained/titled-pairs.jsonl "${corpora[@]}"
+fi
+
 for mode in "${modes[@]}"; do
     case $mode in
         pooler) train pooler64-nli --mode pooler --pooler-dim 64 ;;
@@ -41,10 +46,8 @@ for mode in "${modes[@]}"; do
         ese-pairs-c64) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 ;;
         ese-pairs-c64-lr3e4) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 --lr 3e-4 ;;
         ese-pairs-c64-sw5) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 --shallow-weight 5 ;;
-        ese-titled-c64)
-            python3 eval/issue4_titled_pairs.py data/trained/titled-pairs.jsonl "${corpora[@]}"
-            train "$mode" --mode ese --data nli --data data/trained/titled-pairs.jsonl \
-                --compression-size 64 --max-steps 200 ;;
+        ese-titled-c64) train "$mode" "${titled[@]}" --max-steps 200 ;;
+        ese-titled-c64-sw5-600) train "$mode" "${titled[@]}" --max-steps 600 --shallow-weight 5 ;;
         *) train "$mode-nli" --mode "$mode" ;;
     esac
 done
