@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::corpus::{self, ParagraphStream};
-use crate::encoder::{Encoder, EncoderOptions};
+use crate::encoder::{Encoder, EncoderOptions, Precision};
 use crate::retrieve::{Mode, Retriever, SearchRequest};
 use crate::util::ms_since;
 
@@ -96,6 +96,7 @@ pub fn encode_throughput(options: &EncodeBenchOptions) -> Result<EncodeBench> {
 #[derive(Debug, Clone)]
 pub struct QueryBenchOptions {
     pub index_dir: PathBuf,
+    pub precision: Precision,
     pub questions: PathBuf,
     pub limit: usize,
     pub modes: Vec<Mode>,
@@ -128,7 +129,7 @@ pub struct QueryBench {
 /// Times `rag search` end to end (encode the question, search, fetch documents) per mode, in a
 /// process that has already answered a few warm-up questions.
 pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
-    let retriever = Retriever::open(&options.index_dir, None)?;
+    let retriever = Retriever::open(&options.index_dir, None, options.precision)?;
     let questions: Vec<String> = corpus::read_questions(&options.questions, options.limit)?
         .into_iter()
         .map(|q| q.question)

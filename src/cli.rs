@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::bench;
 use crate::corpus::{Paragraph, DEFAULT_TEMPLATE};
-use crate::encoder::{Encoder, EncoderOptions, Pooling};
+use crate::encoder::{Encoder, EncoderOptions, Pooling, Precision};
 use crate::eval::run::{Cell, RunConfig, RunOptions};
 use crate::eval::sts::{self, Reduction, StsDataset, StsOptions};
 use crate::generate::{
@@ -103,6 +103,16 @@ pub struct EncoderArgs {
     /// Most texts per forward pass.
     #[arg(long, default_value_t = crate::encoder::DEFAULT_BATCH_SIZE)]
     pub batch_size: usize,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+pub struct PrecisionArg {
+    /// Arithmetic of the encoder's projections: `int8` (8-bit integers, AVX-512 VNNI) encodes
+    /// faster, with vectors a little off the exact `f32` ones (see eval/int8/).
+    #[arg(long, value_enum, default_value_t)]
+    pub precision: Precision,
 }
 
 impl EncoderArgs {
@@ -113,6 +123,7 @@ impl EncoderArgs {
             query_prefix: self.query_prefix.clone(),
             max_layers: None,
             batch_size: Some(self.batch_size),
+            precision: self.precision.precision,
         }
     }
 }
@@ -166,6 +177,8 @@ pub struct SearchArgs {
     /// Encoder to use; must be the one the index was built with (default: that one).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
     /// How many paragraphs.
     #[arg(long, short, default_value_t = 5)]
     pub k: usize,
@@ -251,6 +264,8 @@ pub struct AskArgs {
     /// Encoder to use; must be the one the index was built with (default: that one).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
     /// Paragraphs put in the prompt.
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
@@ -460,6 +475,8 @@ pub struct ServeArgs {
     /// Encoder to use; must be the one the index was built with (default: that one).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
     /// GGUF generator for POST /ask (without it /ask answers 503).
     #[arg(long)]
     pub llm: Option<PathBuf>,
@@ -511,6 +528,8 @@ pub struct BenchEncodeArgs {
 pub struct BenchQueryArgs {
     #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
     pub index: PathBuf,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
     /// HotpotQA file whose questions are asked (default: the distractor sample).
     #[arg(long)]
     pub questions: Option<PathBuf>,
@@ -615,7 +634,7 @@ fn run_index(args: IndexArgs) -> Result<()> {
 }
 
 fn run_search(args: SearchArgs) -> Result<()> {
-    let retriever = Retriever::open(&args.index, args.model.as_deref())?;
+    let retriever = Retriever::open(&args.index, args.model.as_deref(), args.precision.precision)?;
     let response = retriever.search(&SearchRequest {
         query: &args.query,
         k: args.k,
@@ -696,7 +715,7 @@ struct Source {
 fn run_ask(args: AskArgs) -> Result<()> {
     crate::retrieve::validate_question(&args.question)?;
     let spec = args.generator.prompt()?;
-    let retriever = Retriever::open(&args.index, args.model.as_deref())?;
+    let retriever = Retriever::open(&args.index, args.model.as_deref(), args.precision.precision)?;
     let loading = Instant::now();
     let generator = args.generator.load()?;
     let model_load_ms = ms_since(loading);
@@ -875,7 +894,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             progress: ProgressMode::for_stderr(),
         };
         let dir = crate::eval::index_with_depths(&build, &layers)?;
-        let retriever = Retriever::open(&dir, None)?;
+        let retriever = Retriever::open(&dir, None, args.encoder.precision.precision)?;
         let dims = dims.unwrap_or_else(|| vec![retriever.index.manifest.default_dim]);
         let mut cells = Vec::new();
         for &depth in &layers {
@@ -1013,6 +1032,7 @@ fn run_bench_encode(args: BenchEncodeArgs) -> Result<()> {
 fn run_bench_query(args: BenchQueryArgs) -> Result<()> {
     let options = bench::QueryBenchOptions {
         index_dir: args.index.clone(),
+        precision: args.precision.precision,
         questions: args
             .questions
             .clone()
@@ -1078,8 +1098,9 @@ fn run_serve(args: ServeArgs) -> Result<()> {
         );
         let (index_dir, model, llm, generation) =
             (args.index, args.model, args.llm, args.generation);
+        let precision = args.precision.precision;
         let load = move || {
-            let retriever = Arc::new(Retriever::open(&index_dir, model.as_deref())?);
+            let retriever = Arc::new(Retriever::open(&index_dir, model.as_deref(), precision)?);
             let answerer = match llm {
                 Some(path) => Some(Arc::new(serve::RagAnswerer {
                     retriever: Arc::clone(&retriever),

@@ -165,6 +165,22 @@ fn openblas_core() -> Option<String> {
     }
 }
 
+/// Puts OpenBLAS (when it is the BLAS loaded) on one thread for the rest of the process: for
+/// callers that spread their BLAS calls over the cores themselves, where OpenBLAS's own threads
+/// only competed with them (a batched faiss search ran 4 to 6 times slower).
+pub fn single_threaded_blas() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: as in `openblas_core`; when present the symbol is OpenBLAS's
+    // `void openblas_set_num_threads(int)`.
+    unsafe {
+        let symbol = libc::dlsym(libc::RTLD_DEFAULT, c"openblas_set_num_threads".as_ptr());
+        if !symbol.is_null() {
+            let set_threads: extern "C" fn(libc::c_int) = std::mem::transmute(symbol);
+            set_threads(1);
+        }
+    }
+}
+
 /// SplitMix64: small, fast and seedable, so that shuffles and dropout masks repeat exactly for
 /// a given seed (candle's CPU generator cannot be seeded), and its state fits in a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use rag::corpus::{read_questions, Paragraph};
 use rag::encoder::tiny::TinyBert;
-use rag::encoder::EncoderOptions;
+use rag::encoder::{EncoderOptions, Precision};
 use rag::eval::run::{self, Cell, RunConfig, RunOptions};
 use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
@@ -71,7 +71,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         .starts_with("eval-L1-3-"));
     assert_eq!(rag::eval::index_with_depths(&options, &[3]).unwrap(), dir);
 
-    let retriever = Retriever::open(&dir, None).unwrap();
+    let retriever = Retriever::open(&dir, None, Precision::F32).unwrap();
     let questions = read_questions(&corpus, usize::MAX).unwrap();
     let cells = vec![
         Cell::retrieval(1, 16),

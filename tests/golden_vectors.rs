@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use rag::encoder::{Encoder, EncoderOptions, Pooling};
+use rag::encoder::{Encoder, EncoderOptions, Pooling, Precision};
 use rag::vectors::cosine;
 use serde::Deserialize;
 
@@ -21,21 +21,29 @@ struct Reference {
 }
 
 const MIN_COSINE: f32 = 0.9999;
+/// `--precision int8` trades exactness for speed; this is how far it may go (measured: 0.9997 at
+/// depth 1, falling to 0.990 at depth 6 as the rounding compounds).
+const MIN_COSINE_INT8: f32 = 0.985;
 
 fn reference() -> Reference {
     let path = common::repo_root().join("tests/fixtures/minilm_reference.json");
     serde_json::from_str(&std::fs::read_to_string(path).expect("reference fixture")).unwrap()
 }
 
-fn check(label: &str, got: &rag::vectors::Matrix, want: &[Vec<f32>]) {
+/// The lowest cosine between `got`'s rows and `want`, which must reach `min`.
+fn check_at_least(min: f32, label: &str, got: &rag::vectors::Matrix, want: &[Vec<f32>]) -> f32 {
     assert_eq!(got.rows, want.len());
+    let mut lowest = f32::INFINITY;
     for (i, expected) in want.iter().enumerate() {
         let c = cosine(got.row(i), expected);
-        assert!(
-            c >= MIN_COSINE,
-            "{label}, text {i}: cosine {c} < {MIN_COSINE}"
-        );
+        assert!(c >= min, "{label}, text {i}: cosine {c} < {min}");
+        lowest = lowest.min(c);
     }
+    lowest
+}
+
+fn check(label: &str, got: &rag::vectors::Matrix, want: &[Vec<f32>]) {
+    check_at_least(MIN_COSINE, label, got, want);
 }
 
 #[test]
@@ -78,4 +86,37 @@ fn default_model_matches_reference_at_every_depth_and_pooling() {
             );
         }
     }
+}
+
+#[test]
+fn int8_projections_stay_close_to_the_reference() {
+    let Some(model) = common::default_model() else {
+        return common::skip(
+            "int8 golden vectors",
+            "default encoder missing (scripts/fetch-models.sh encoder)",
+        );
+    };
+    if !Precision::Int8.available() {
+        return common::skip("int8 golden vectors", "this CPU has no AVX-512 VNNI");
+    }
+    let reference = reference();
+    let texts: Vec<&str> = reference.texts.iter().map(String::as_str).collect();
+    let encoder = Encoder::load(
+        &model,
+        &EncoderOptions {
+            max_length: Some(reference.max_length),
+            precision: Precision::Int8,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let depths: Vec<usize> = (1..=6).collect();
+    let all = encoder.encode(&texts, &depths).unwrap();
+    let mut lowest = 1.0f32;
+    for (depth, got) in depths.iter().zip(&all) {
+        let label = format!("int8, mean pooling, depth {depth}");
+        let want = &reference.mean[&depth.to_string()];
+        lowest = lowest.min(check_at_least(MIN_COSINE_INT8, &label, got, want));
+    }
+    eprintln!("int8: lowest cosine to the reference over depths 1-6: {lowest:.5}");
 }

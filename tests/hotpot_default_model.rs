@@ -5,7 +5,7 @@
 mod common;
 
 use rag::corpus::read_questions;
-use rag::encoder::EncoderOptions;
+use rag::encoder::{EncoderOptions, Precision};
 use rag::eval::run::{self, Cell, RunConfig, RunOptions};
 use rag::index::{self, BuildOptions};
 use rag::progress::ProgressMode;
@@ -46,7 +46,7 @@ fn real_model_retrieves_supporting_paragraphs() {
     .unwrap();
     assert!(summary.documents > 300, "{} paragraphs", summary.documents);
 
-    let retriever = Retriever::open(&index_dir, None).unwrap();
+    let retriever = Retriever::open(&index_dir, None, Precision::F32).unwrap();
     let questions = read_questions(&subset, QUESTIONS).unwrap();
     let cells = vec![
         Cell::retrieval(6, 384),

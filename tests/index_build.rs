@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rag::encoder::tiny::TinyBert;
+use rag::encoder::Precision;
 use rag::index::{self, Index, PcaSpec};
 use rag::retrieve::{reciprocal_rank_fusion, Mode, Retriever, SearchRequest};
 
@@ -48,7 +49,7 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     ))
     .unwrap();
 
-    let retriever = Retriever::open(&index_dir, None).unwrap();
+    let retriever = Retriever::open(&index_dir, None, Precision::F32).unwrap();
     assert_eq!(retriever.index.manifest.default_dim, 16);
     let search = |mode, layers, dim| {
         retriever.search(&SearchRequest {
@@ -95,7 +96,7 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     }
     .write(&other)
     .unwrap();
-    let err = Retriever::open(&index_dir, Some(&other))
+    let err = Retriever::open(&index_dir, Some(&other), Precision::F32)
         .err()
         .unwrap()
         .to_string();
@@ -270,7 +271,7 @@ fn pca_reduced_index_answers_queries_and_records_its_pca() {
 
     // A paragraph's own text finds it first with a cosine of about 1, at every depth and size:
     // queries go through the same PCA as the stored vectors.
-    let retriever = Retriever::open(&index_dir, None).unwrap();
+    let retriever = Retriever::open(&index_dir, None, Precision::F32).unwrap();
     let doc = retriever.index.document(42).unwrap();
     let own_text = format!("{}: {}", doc.title, doc.text);
     for (layers, dim) in [(None, None), (Some(1), Some(4)), (Some(3), Some(8))] {
@@ -371,4 +372,55 @@ fn bad_reductions_are_refused_and_a_failed_fit_leaves_a_resumable_build() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("expected pca:K"), "{stderr}");
+}
+
+/// `--precision int8`: an index built with it says so in its manifest, and int8 questions
+/// against f32 documents find what f32 questions find, with scores within the rounding.
+#[test]
+fn int8_builds_are_recorded_and_int8_questions_rank_like_f32() {
+    if !Precision::Int8.available() {
+        return common::skip("int8 index", "this CPU has no AVX-512 VNNI");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 20, 5);
+    let exact_dir = tmp.path().join("f32");
+    let int8_dir = tmp.path().join("int8");
+    index::build(&common::tiny_build_options(
+        &model,
+        corpus.clone(),
+        &exact_dir,
+    ))
+    .unwrap();
+    let mut int8 = common::tiny_build_options(&model, corpus, &int8_dir);
+    int8.encoder.precision = Precision::Int8;
+    index::build(&int8).unwrap();
+    let precision_of = |dir: &Path| Index::open(dir).unwrap().manifest.model.precision;
+    assert_eq!(precision_of(&exact_dir), Precision::F32);
+    assert_eq!(precision_of(&int8_dir), Precision::Int8);
+
+    let exact = Retriever::open(&exact_dir, None, Precision::F32).unwrap();
+    let quick = Retriever::open(&exact_dir, None, Precision::Int8).unwrap();
+    for query in ["topic 3", "topic 42", "topic 77 paragraph"] {
+        let search = |retriever: &Retriever| {
+            retriever
+                .search(&SearchRequest {
+                    query,
+                    k: 5,
+                    mode: Mode::Dense,
+                    layers: None,
+                    dim: None,
+                })
+                .unwrap()
+                .hits
+        };
+        let (want, got) = (search(&exact), search(&quick));
+        assert_eq!(got[0].id, want[0].id, "{query}: top hit");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g.score - w.score).abs() < 0.02, "{query}: {g:?} vs {w:?}");
+        }
+        assert!(
+            got.iter().zip(&want).any(|(g, w)| g.score != w.score),
+            "{query}: int8 scores are exactly f32's; is int8 in use?"
+        );
+    }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use rag::encoder::tiny::TinyBert;
-use rag::encoder::EncoderOptions;
+use rag::encoder::{EncoderOptions, Precision};
 use rag::index;
 use rag::retrieve::{Hit, Mode, Retriever, SearchRequest};
 use rag::serve::{self, Answerer, AskOptions, AskResult, AskTimings, Models, ServeConfig};
@@ -133,7 +133,7 @@ impl TestServer {
         let index_dir = index_dir.to_path_buf();
         let server = Self::start(config, move || {
             Ok(Models {
-                retriever: Arc::new(Retriever::open(&index_dir, None)?),
+                retriever: Arc::new(Retriever::open(&index_dir, None, Precision::F32)?),
                 answerer,
             })
         });
@@ -242,7 +242,7 @@ fn routes_answer_like_the_library() {
     assert_eq!(health["models"]["generator"], Value::Null);
     assert_eq!(health["index"]["documents"], 100);
 
-    let library = Retriever::open(&index_dir, None).unwrap();
+    let library = Retriever::open(&index_dir, None, Precision::F32).unwrap();
     for (mode, layers, dim) in [
         (Mode::Dense, 1, 8),
         (Mode::Bm25, 3, 16),
@@ -588,6 +588,89 @@ fn concurrent_embedding_requests_share_a_batch() {
     server.stop().unwrap();
 }
 
+/// Searches sent together are encoded in one batch and looked up together (grouped by depth,
+/// size, mode and k), and each still gets what the library finds for it alone.
+#[test]
+fn concurrent_searches_share_a_batch_and_answer_like_the_library() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_model, index_dir) = tiny_index(tmp.path());
+    let mut config = ServeConfig::default();
+    config.batch.window = Duration::from_millis(200);
+    let server = TestServer::ready(config, &index_dir, None);
+    let request = |i: usize| {
+        let mode = if i % 4 == 3 {
+            Mode::Hybrid
+        } else {
+            Mode::Dense
+        };
+        (
+            format!("topic {}", 7 * i),
+            3 + i % 2,
+            mode,
+            1 + 2 * (i % 2),
+            8 * (1 + i % 2),
+        )
+    };
+    let clients = 12;
+    let addr = server.addr;
+    let replies: Vec<Reply> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|i| {
+                s.spawn(move || {
+                    let (query, k, mode, layers, dim) = request(i);
+                    let body =
+                        json!({"query": query, "k": k, "mode": mode, "layers": layers, "dim": dim});
+                    http(addr, "POST", "/search", body.to_string().as_bytes())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let metrics = server.get("/metrics").body;
+    let batches = counter(&metrics, "rag_embed_batches_total");
+    assert!(
+        batches < clients as f64 / 2.0,
+        "{clients} searches in {batches} batches"
+    );
+    // Three kinds of search: two dense ones (depth, size and k go together) and one hybrid.
+    let lookups = counter(&metrics, "rag_search_lookups_total");
+    assert_eq!(
+        counter(&metrics, "rag_searches_looked_up_total"),
+        clients as f64
+    );
+    assert!(
+        lookups < clients as f64 / 2.0,
+        "{clients} searches in {lookups} look-ups"
+    );
+    let library = Retriever::open(&index_dir, None, Precision::F32).unwrap();
+    for (i, reply) in replies.iter().enumerate() {
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let (query, k, mode, layers, dim) = request(i);
+        let expected = library
+            .search(&SearchRequest {
+                query: &query,
+                k,
+                mode,
+                layers: Some(layers),
+                dim: Some(dim),
+            })
+            .unwrap();
+        let body = reply.json();
+        let ids: Vec<u64> = body["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            expected.hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+            "{query}"
+        );
+    }
+    server.stop().unwrap();
+}
+
 /// The `data:` payload of every `event: NAME` in a server-sent event stream.
 fn sse_events(raw: &str, name: &str) -> Vec<Value> {
     let marker = format!("event: {name}\n");
@@ -720,7 +803,7 @@ fn health_says_loading_until_the_models_are_in() {
     let server = TestServer::start(ServeConfig::default(), move || {
         let _ = wait.recv();
         Ok(Models {
-            retriever: Arc::new(Retriever::open(&index_dir, None)?),
+            retriever: Arc::new(Retriever::open(&index_dir, None, Precision::F32)?),
             answerer: None,
         })
     });

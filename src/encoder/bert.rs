@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gemm::{self, PackedLinear};
 use super::kernels;
+use super::Precision;
 use crate::util::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -210,8 +211,8 @@ impl BertEmbeddings {
     }
 }
 
-/// A projection prepared for inference: packed for the AVX-512 kernel where the CPU has it,
-/// else kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place
+/// A projection prepared for inference: packed for the AVX-512 kernel where the CPU has it (in
+/// 8-bit integers when asked), else kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place
 /// instead of repacking it on every call (most of the cost of encoding one short question).
 enum Projection {
     Packed(PackedLinear),
@@ -219,14 +220,19 @@ enum Projection {
 }
 
 impl Projection {
-    fn of(layers: &[&Linear]) -> Result<Self> {
+    fn of(layers: &[&Linear], precision: Precision) -> Result<Self> {
         let weights: Vec<&Tensor> = layers.iter().map(|l| l.weight()).collect();
         let biases: Vec<&Tensor> = layers
             .iter()
             .map(|l| l.bias().expect("BERT projections are loaded with a bias"))
             .collect();
         let (weight, bias) = (Tensor::cat(&weights, 0)?, Tensor::cat(&biases, 0)?);
-        Ok(if gemm::supported() {
+        Ok(if precision == Precision::Int8 {
+            if !precision.available() {
+                candle_core::bail!("--precision int8 needs a CPU with AVX-512 VNNI");
+            }
+            Self::Packed(PackedLinear::new_int8(&weight, &bias)?)
+        } else if gemm::supported() {
             Self::Packed(PackedLinear::new(&weight, &bias)?)
         } else {
             Self::Transposed {
@@ -323,12 +329,13 @@ impl BertLayer {
         ))
     }
 
-    fn prepare_inference(&mut self) -> Result<()> {
+    fn prepare_inference(&mut self, precision: Precision) -> Result<()> {
+        let of = |layers: &[&Linear]| Projection::of(layers, precision);
         self.inference = Some(InferenceWeights {
-            qkv: Projection::of(&[&self.query, &self.key, &self.value])?,
-            attention_output: Projection::of(&[&self.attention_output])?,
-            intermediate: Projection::of(&[&self.intermediate])?,
-            output: Projection::of(&[&self.output])?,
+            qkv: of(&[&self.query, &self.key, &self.value])?,
+            attention_output: of(&[&self.attention_output])?,
+            intermediate: of(&[&self.intermediate])?,
+            output: of(&[&self.output])?,
         });
         Ok(())
     }
@@ -501,10 +508,10 @@ impl BertModel {
 
     /// Prepares transposed, fused copies of the projection weights for fast inference. Call it
     /// once on a model that will not be trained further (the encoder does).
-    pub fn prepare_inference(&mut self) -> Result<()> {
+    pub fn prepare_inference(&mut self, precision: Precision) -> Result<()> {
         self.layers
             .iter_mut()
-            .try_for_each(BertLayer::prepare_inference)
+            .try_for_each(|layer| layer.prepare_inference(precision))
     }
 
     /// Number of transformer layers this instance can run.

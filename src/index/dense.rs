@@ -111,12 +111,14 @@ impl DenseIndex {
             return Ok(vec![Vec::new(); rows]);
         }
         let threads = rayon::current_num_threads();
-        if rows >= threads || self.len() < threads * MIN_SPLIT_ROWS {
+        if threads == 1 || self.len() < threads * MIN_SPLIT_ROWS {
             let result = ConcurrentIndex::search(&self.index, queries, k).map_err(faiss_error)?;
             return Ok(to_hits(&result.labels, &result.distances, k));
         }
+        batched_faiss_searches();
         // faiss spreads a search over queries, so one question would scan the whole index on
-        // one core: give each core a range of the rows instead, then merge their top k.
+        // one core, and a few would each scan all of it: give each core a range of the rows
+        // instead (faiss then answers a range's questions together), and merge their top k.
         let total = self.len() as u64;
         let parts: Vec<_> = (0..threads as u64)
             .into_par_iter()
@@ -151,6 +153,23 @@ impl DenseIndex {
 
 /// Below this many rows per core, splitting a search costs more than it saves.
 const MIN_SPLIT_ROWS: usize = 4096;
+
+/// From this many questions in one call, faiss computes their distances as one matrix product
+/// (BLAS), reading the vectors once for all of them, instead of scanning the vectors once per
+/// question. Measured on 19k x 384 split over 2 cores: 8 questions took 0.51 ms each that way
+/// against 0.65 ms scanned; 4 were about even (faiss's own threshold is 20).
+const BLAS_MIN_QUESTIONS: i32 = 4;
+
+/// Sets faiss's batched path up, once per process: BLAS from `BLAS_MIN_QUESTIONS` on, on one
+/// BLAS thread per caller, since each core already searches its own range.
+fn batched_faiss_searches() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sets a plain global int that faiss reads at the start of each search.
+        unsafe { faiss_sys::faiss_set_distance_compute_blas_threshold(BLAS_MIN_QUESTIONS) };
+        crate::util::single_threaded_blas();
+    });
+}
 
 /// faiss's `k` labels and squared distances per query as (id, cosine), absent hits dropped.
 fn to_hits(labels: &[Idx], distances: &[f32], k: usize) -> Vec<Vec<(u64, f32)>> {

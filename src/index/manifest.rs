@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::{CorpusFile, StreamStats};
-use crate::encoder::{Encoder, Pooling};
+use crate::encoder::{Encoder, Pooling, Precision};
 use crate::index::PcaSpec;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -29,6 +29,10 @@ pub struct ModelIdentity {
     pub pooling: Pooling,
     pub max_length: usize,
     pub query_prefix: String,
+    /// What the documents were encoded at. Not checked against the querying encoder: int8
+    /// questions against f32 documents is a speed choice, not a mismatch.
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 impl ModelIdentity {
@@ -44,6 +48,7 @@ impl ModelIdentity {
             pooling: encoder.pooling,
             max_length: encoder.max_length,
             query_prefix: encoder.query_prefix.clone(),
+            precision: encoder.precision,
         })
     }
 

@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
-use crate::encoder::{Encoder, EncoderOptions};
+use crate::encoder::{Encoder, EncoderOptions, Precision};
 use crate::index::Index;
 use crate::util::ms_since;
 use crate::vectors::Matrix;
@@ -19,7 +19,19 @@ pub const MAX_QUESTION_BYTES: usize = 4096;
 /// The usual constant of reciprocal-rank fusion (Cormack et al., 2009).
 const RRF_K: f32 = 60.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     #[default]
@@ -105,7 +117,7 @@ pub struct Retriever {
 impl Retriever {
     /// Opens an index with the encoder it was built with (or `model`, which must be the same
     /// weights), loading only the layers the index stores.
-    pub fn open(index_dir: &Path, model: Option<&Path>) -> Result<Self> {
+    pub fn open(index_dir: &Path, model: Option<&Path>, precision: Precision) -> Result<Self> {
         let index = Index::open(index_dir)?;
         let identity = &index.manifest.model;
         let options = EncoderOptions {
@@ -114,6 +126,7 @@ impl Retriever {
             query_prefix: Some(identity.query_prefix.clone()),
             max_layers: index.manifest.layers.last().copied(),
             batch_size: None,
+            precision,
         };
         let encoder = Encoder::load(model.unwrap_or(&identity.path), &options)?;
         identity.check_matches(&encoder)?;
@@ -148,6 +161,22 @@ impl Retriever {
             )?
             .pop()
             .unwrap_or_default();
+        let mut response = self.respond(query, request.mode, layers, dim, ranked, timings)?;
+        response.timings.total_ms = ms_since(started);
+        Ok(response)
+    }
+
+    /// The response to `query` from its ranking (as [`rank`](Self::rank) gives it): the
+    /// ranked documents, fetched from the store. The caller sets `timings.total_ms`.
+    pub fn respond(
+        &self,
+        query: &str,
+        mode: Mode,
+        layers: usize,
+        dim: usize,
+        ranked: Vec<(u64, f32)>,
+        timings: SearchTimings,
+    ) -> Result<SearchResponse> {
         let hits = ranked
             .into_iter()
             .enumerate()
@@ -162,10 +191,9 @@ impl Retriever {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        timings.total_ms = ms_since(started);
         Ok(SearchResponse {
             query: query.to_string(),
-            mode: request.mode,
+            mode,
             layers,
             dim,
             hits,

@@ -3,6 +3,10 @@
 //! keeps taking more for a short window or until a token budget is spent, and encodes them all
 //! in one `Encoder::encode` call at every depth they asked for (one pass yields all of them).
 //! The encoder is CPU-bound and blocking, so it never runs on the async executor.
+//!
+//! A search's question goes the same way, and its batch's searches then go together to a
+//! second thread, which looks them up in one faiss call per depth and size (faiss reads the
+//! vectors once for all of them instead of once each) while the next batch is encoded.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -16,8 +20,8 @@ use tokio::sync::oneshot;
 
 use super::error::ApiError;
 use super::metrics::Metrics;
-use crate::encoder::Encoder;
-use crate::retrieve::Retriever;
+use crate::retrieve::{Mode, Retriever, SearchResponse, SearchTimings};
+use crate::util::ms_since;
 use crate::vectors::Matrix;
 
 #[derive(Debug, Clone)]
@@ -44,7 +48,49 @@ struct Job {
     texts: Vec<String>,
     tokens: usize,
     depth: usize,
-    reply: oneshot::Sender<Result<Matrix>>,
+    reply: Reply,
+}
+
+/// A search whose question waits in the queue (see [`Batcher::search`]).
+pub struct QueuedSearch {
+    /// As the client sent it (the queued text has the encoder's query prefix).
+    pub query: String,
+    pub k: usize,
+    pub mode: Mode,
+    /// Resolved against the index, like the job's depth.
+    pub dim: usize,
+}
+
+/// What a job is owed: its vectors, or what its search finds with them.
+enum Reply {
+    Vectors(oneshot::Sender<Result<Matrix>>),
+    Search(QueuedSearch, oneshot::Sender<Result<SearchResponse>>),
+}
+
+impl Reply {
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::Vectors(sender) => sender.is_closed(),
+            Self::Search(_, sender) => sender.is_closed(),
+        }
+    }
+
+    // Sends ignore a client gone meanwhile: nothing to do then.
+    fn fail(self, err: anyhow::Error) {
+        match self {
+            Self::Vectors(sender) => drop(sender.send(Err(err))),
+            Self::Search(_, sender) => drop(sender.send(Err(err))),
+        }
+    }
+}
+
+/// A search with its question encoded, on its way to the search thread.
+struct Encoded {
+    search: QueuedSearch,
+    depth: usize,
+    /// Full width, one row.
+    vector: Vec<f32>,
+    reply: oneshot::Sender<Result<SearchResponse>>,
 }
 
 pub struct Batcher {
@@ -59,14 +105,23 @@ impl Batcher {
         retriever: Arc<Retriever>,
         options: BatchOptions,
         metrics: Arc<Metrics>,
-    ) -> Result<(Self, JoinHandle<()>)> {
+    ) -> Result<(Self, Vec<JoinHandle<()>>)> {
         let (jobs, queue) = mpsc::sync_channel(options.queue.max(1));
+        // Bounded by the job queue: a search is in one place or the other.
+        let (searches, encoded) = mpsc::channel();
+        let searcher = Arc::clone(&retriever);
+        let search_metrics = Arc::clone(&metrics);
+        let search_worker = std::thread::Builder::new()
+            .name("rag-search".into())
+            .spawn(move || run_searches(&searcher, &encoded, &search_metrics))
+            .context("starting the search thread")?;
         let worker_metrics = Arc::clone(&metrics);
         let worker = std::thread::Builder::new()
             .name("rag-embed".into())
-            .spawn(move || run(&retriever.encoder, &options, &queue, &worker_metrics))
+            .spawn(move || run(&retriever, &options, &queue, &searches, &worker_metrics))
             .context("starting the embedding thread")?;
-        Ok((Self { jobs, metrics }, worker))
+        // The embedding thread first: it hands the search thread its last searches on the way.
+        Ok((Self { jobs, metrics }, vec![worker, search_worker]))
     }
 
     /// Full-width vectors of `texts` at `depth`, one row per text, encoded together with whatever
@@ -82,8 +137,36 @@ impl Batcher {
             texts,
             tokens,
             depth,
-            reply,
+            reply: Reply::Vectors(reply),
         };
+        self.submit(job, answer).await
+    }
+
+    /// The index searched with `text` (the question with the encoder's query prefix, `tokens`
+    /// long) at `depth`: encoded in a batch like [`Self::encode`]'s texts, then looked up
+    /// together with the rest of its batch's searches.
+    pub async fn search(
+        &self,
+        text: String,
+        tokens: usize,
+        depth: usize,
+        search: QueuedSearch,
+    ) -> Result<SearchResponse, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            texts: vec![text],
+            tokens,
+            depth,
+            reply: Reply::Search(search, reply),
+        };
+        self.submit(job, answer).await
+    }
+
+    async fn submit<T>(
+        &self,
+        job: Job,
+        answer: oneshot::Receiver<Result<T>>,
+    ) -> Result<T, ApiError> {
         self.metrics.embed_queue.fetch_add(1, Ordering::Relaxed);
         if let Err(err) = self.jobs.try_send(job) {
             self.metrics.embed_queue.fetch_sub(1, Ordering::Relaxed);
@@ -101,7 +184,14 @@ impl Batcher {
     }
 }
 
-fn run(encoder: &Encoder, options: &BatchOptions, queue: &mpsc::Receiver<Job>, metrics: &Metrics) {
+fn run(
+    retriever: &Retriever,
+    options: &BatchOptions,
+    queue: &mpsc::Receiver<Job>,
+    searches: &mpsc::Sender<Vec<Encoded>>,
+    metrics: &Metrics,
+) {
+    let encoder = &retriever.encoder;
     // A job taken while filling a batch that did not fit its budget opens the next one.
     let mut carried: Option<Job> = None;
     loop {
@@ -153,22 +243,28 @@ fn run(encoder: &Encoder, options: &BatchOptions, queue: &mpsc::Receiver<Job>, m
         // request depends on.
         let encoded = catch_unwind(AssertUnwindSafe(|| encoder.encode(&texts, &depths)))
             .unwrap_or_else(|_| Err(anyhow!("the encoder panicked")));
-        reply(batch, &depths, encoded);
+        let found = reply(batch, &depths, encoded);
+        if !found.is_empty() {
+            // Fails only once the search thread is gone, which it never is before this one.
+            let _ = searches.send(found);
+        }
     }
 }
 
-/// Hands each job its own rows, at its own depth.
-fn reply(batch: Vec<Job>, depths: &[usize], encoded: Result<Vec<Matrix>>) {
+/// Hands each job its own rows, at its own depth; returns the searches among them, to be
+/// looked up.
+fn reply(batch: Vec<Job>, depths: &[usize], encoded: Result<Vec<Matrix>>) -> Vec<Encoded> {
     let matrices = match encoded {
         Ok(m) => m,
         Err(err) => {
             let message = format!("{err:#}");
             for job in batch {
-                let _ = job.reply.send(Err(anyhow!("encoding failed: {message}")));
+                job.reply.fail(anyhow!("encoding failed: {message}"));
             }
-            return;
+            return Vec::new();
         }
     };
+    let mut found = Vec::new();
     let mut row = 0;
     for job in batch {
         let full = &matrices[depths
@@ -177,7 +273,97 @@ fn reply(batch: Vec<Job>, depths: &[usize], encoded: Result<Vec<Matrix>>) {
         let rows = job.texts.len();
         let data = full.data[row * full.cols..(row + rows) * full.cols].to_vec();
         row += rows;
-        // The client may have gone meanwhile; nothing to do then.
-        let _ = job.reply.send(Ok(Matrix::from_vec(rows, full.cols, data)));
+        match job.reply {
+            // The client may have gone meanwhile; nothing to do then.
+            Reply::Vectors(sender) => {
+                drop(sender.send(Ok(Matrix::from_vec(rows, full.cols, data))))
+            }
+            Reply::Search(search, reply) => found.push(Encoded {
+                search,
+                depth: job.depth,
+                vector: data,
+                reply,
+            }),
+        }
+    }
+    found
+}
+
+/// Looks up the searches of each batch (and of any that arrived meanwhile), one faiss call per
+/// depth, size, mode and k, so that each gets what it would get alone.
+fn run_searches(retriever: &Retriever, encoded: &mpsc::Receiver<Vec<Encoded>>, metrics: &Metrics) {
+    while let Ok(mut searches) = encoded.recv() {
+        searches.extend(encoded.try_iter().flatten());
+        searches.retain(|s| !s.reply.is_closed());
+        searches.sort_by_key(|s| (s.depth, s.search.dim, s.search.mode, s.search.k));
+        while !searches.is_empty() {
+            let first = &searches[0];
+            let key = (
+                first.depth,
+                first.search.dim,
+                first.search.mode,
+                first.search.k,
+            );
+            let same = searches
+                .iter()
+                .take_while(|s| (s.depth, s.search.dim, s.search.mode, s.search.k) == key)
+                .count();
+            let group: Vec<Encoded> = searches.drain(..same).collect();
+            metrics.search_lookups.fetch_add(1, Ordering::Relaxed);
+            metrics
+                .searches_looked_up
+                .fetch_add(group.len() as u64, Ordering::Relaxed);
+            // A panic must fail these searches, not the thread every later one depends on.
+            catch_unwind(AssertUnwindSafe(|| look_up(retriever, group)))
+                .unwrap_or_else(|_| eprintln!("rag serve: a search panicked"));
+        }
+    }
+}
+
+/// Searches that share depth, size, mode and k, in one call.
+fn look_up(retriever: &Retriever, group: Vec<Encoded>) {
+    let (depth, dim, mode, k) = {
+        let first = &group[0];
+        (
+            first.depth,
+            first.search.dim,
+            first.search.mode,
+            first.search.k,
+        )
+    };
+    let started = Instant::now();
+    let cols = group[0].vector.len();
+    let vectors: Vec<f32> = group
+        .iter()
+        .flat_map(|s| s.vector.iter().copied())
+        .collect();
+    let vectors = Matrix::from_vec(group.len(), cols, vectors);
+    let queries: Vec<&str> = group.iter().map(|s| s.search.query.as_str()).collect();
+    let mut timings = SearchTimings::default();
+    let ranked = retriever.rank(&queries, Some(&vectors), mode, depth, dim, k, &mut timings);
+    match ranked {
+        Ok(ranked) => {
+            for (search, ranked) in group.into_iter().zip(ranked) {
+                let response = retriever.respond(
+                    &search.search.query,
+                    mode,
+                    depth,
+                    dim,
+                    ranked,
+                    timings.clone(),
+                );
+                let response = response.map(|mut r| {
+                    r.timings.total_ms = ms_since(started);
+                    r
+                });
+                let _ = search.reply.send(response);
+            }
+        }
+        Err(err) => {
+            let message = format!("{err:#}");
+            for search in group {
+                let _ = search.reply.send(Err(anyhow!("search failed: {message}")));
+            }
+        }
     }
 }

@@ -48,6 +48,8 @@ pub struct Metrics {
     pub embed_batches: AtomicU64,
     pub embed_batched_requests: AtomicU64,
     pub embed_batched_texts: AtomicU64,
+    pub search_lookups: AtomicU64,
+    pub searches_looked_up: AtomicU64,
 }
 
 pub fn route_label(path: &str) -> &'static str {
@@ -151,6 +153,16 @@ impl Metrics {
                 "rag_embed_batched_texts_total",
                 "Texts encoded by those passes.",
                 &self.embed_batched_texts,
+            ),
+            (
+                "rag_search_lookups_total",
+                "Index look-ups run for batched searches (one per depth, size, mode and k).",
+                &self.search_lookups,
+            ),
+            (
+                "rag_searches_looked_up_total",
+                "Searches answered by those look-ups (over look-ups: searches per look-up).",
+                &self.searches_looked_up,
             ),
         ];
         for (name, help, value) in counters {

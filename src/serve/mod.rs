@@ -85,12 +85,11 @@ struct Ready {
 impl Ready {
     fn start(models: Models, config: &ServeConfig, metrics: &Arc<Metrics>) -> Result<Self> {
         let retriever = models.retriever;
-        let (batcher, embed_worker) = Batcher::start(
+        let (batcher, mut workers) = Batcher::start(
             Arc::clone(&retriever),
             config.batch.clone(),
             Arc::clone(metrics),
         )?;
-        let mut workers = vec![embed_worker];
         let generator_name = models.answerer.as_ref().map(|a| a.name());
         let generation = match models.answerer {
             Some(answerer) => {

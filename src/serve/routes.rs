@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::batcher::QueuedSearch;
 use super::error::{ApiError, JsonBody};
 use super::generation::{AskEvent, AskOptions};
 use super::metrics::route_label;
@@ -108,34 +109,40 @@ async fn search(
     let slot = Arc::clone(&app.search_slots)
         .try_acquire_owned()
         .map_err(|_| ApiError::overloaded("search"))?;
-    let encode_started = Instant::now();
-    let encoded = if body.mode == Mode::Bm25 {
-        None
+    let mut response = if body.mode == Mode::Bm25 {
+        let query = query.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            retriever.search(&SearchRequest {
+                query: &query,
+                k: body.k,
+                mode: body.mode,
+                layers: Some(layers),
+                dim: Some(dim),
+            })
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.into()))?
+        .map_err(ApiError::internal)?
     } else {
         let prefixed = retriever.encoder.query_text(query);
         let tokens = token_count(&retriever.encoder, &prefixed, "the query")?;
-        Some(ready.batcher.encode(vec![prefixed], tokens, layers).await?)
+        let search = QueuedSearch {
+            query: query.to_owned(),
+            k: body.k,
+            mode: body.mode,
+            dim,
+        };
+        let queued = Instant::now();
+        let mut response = ready
+            .batcher
+            .search(prefixed, tokens, layers, search)
+            .await?;
+        drop(slot);
+        // Waiting for a batch and encoding it count as encoding; the look-up timed itself.
+        response.timings.encode_ms = ms_since(queued) - response.timings.total_ms;
+        response
     };
-    let encode_ms = ms_since(encode_started);
-    let request = (query.to_owned(), body.k, body.mode);
-    let mut response = tokio::task::spawn_blocking(move || {
-        let _slot = slot;
-        let (query, k, mode) = request;
-        retriever.search_encoded(
-            &SearchRequest {
-                query: &query,
-                k,
-                mode,
-                layers: Some(layers),
-                dim: Some(dim),
-            },
-            encoded.as_ref(),
-        )
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.into()))?
-    .map_err(ApiError::internal)?;
-    response.timings.encode_ms += encode_ms;
     response.timings.total_ms = ms_since(started);
     Ok(Json(response))
 }
@@ -348,6 +355,7 @@ async fn health(State(app): App) -> Response {
                 "layers": retriever.encoder.depth(),
                 "hidden_size": retriever.encoder.hidden_size(),
                 "max_tokens": retriever.encoder.max_length,
+                "precision": retriever.encoder.precision,
             },
             "generator": ready.generator_name,
         },
