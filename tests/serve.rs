@@ -230,6 +230,16 @@ fn counter(metrics: &str, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} in metrics:\n{metrics}"))
 }
 
+/// The ids of a `/search` answer's hits, in rank order.
+fn hit_ids(body: &Value) -> Vec<u64> {
+    body["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_u64().unwrap())
+        .collect()
+}
+
 #[test]
 fn routes_answer_like_the_library() {
     let tmp = tempfile::tempdir().unwrap();
@@ -263,12 +273,7 @@ fn routes_answer_like_the_library() {
                 dim: Some(dim),
             })
             .unwrap();
-        let ids: Vec<u64> = body["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["id"].as_u64().unwrap())
-            .collect();
+        let ids = hit_ids(&body);
         assert_eq!(
             ids,
             expected.hits.iter().map(|h| h.id).collect::<Vec<_>>(),
@@ -536,27 +541,45 @@ fn bad_input_gets_a_json_error_never_a_panic_or_a_dropped_connection() {
     server.stop().unwrap();
 }
 
+/// A server whose batches wait long enough that requests sent together surely meet, even on
+/// a loaded machine.
+fn batching_server(index_dir: &Path) -> TestServer {
+    let mut config = ServeConfig::default();
+    config.batch.window = Duration::from_millis(200);
+    TestServer::ready(config, index_dir, None)
+}
+
+/// `clients` requests to `path` at once, the i-th with `body(i)`; their replies in order.
+fn all_at_once(
+    server: &TestServer,
+    clients: usize,
+    path: &str,
+    body: impl Fn(usize) -> Value + Sync,
+) -> Vec<Reply> {
+    let addr = server.addr;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|i| {
+                let body = &body;
+                s.spawn(move || http(addr, "POST", path, body(i).to_string().as_bytes()))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 #[test]
 fn concurrent_embedding_requests_share_a_batch() {
     let tmp = tempfile::tempdir().unwrap();
     let (_model, index_dir) = tiny_index(tmp.path());
-    let mut config = ServeConfig::default();
-    // Wide enough that requests sent together surely meet, even on a loaded machine.
-    config.batch.window = Duration::from_millis(200);
-    let server = TestServer::ready(config, &index_dir, None);
+    let server = batching_server(&index_dir);
     let clients = 12;
-    let addr = server.addr;
-    let replies: Vec<Reply> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..clients)
-            .map(|i| {
-                s.spawn(move || {
-                    let body = json!({"input": format!("the city {i}"), "layers": 1 + i % 3});
-                    http(addr, "POST", "/v1/embeddings", body.to_string().as_bytes())
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let replies = all_at_once(
+        &server,
+        clients,
+        "/v1/embeddings",
+        |i| json!({"input": format!("the city {i}"), "layers": 1 + i % 3}),
+    );
     for reply in &replies {
         assert_eq!(reply.status, 200, "{reply:?}");
     }
@@ -594,9 +617,7 @@ fn concurrent_embedding_requests_share_a_batch() {
 fn concurrent_searches_share_a_batch_and_answer_like_the_library() {
     let tmp = tempfile::tempdir().unwrap();
     let (_model, index_dir) = tiny_index(tmp.path());
-    let mut config = ServeConfig::default();
-    config.batch.window = Duration::from_millis(200);
-    let server = TestServer::ready(config, &index_dir, None);
+    let server = batching_server(&index_dir);
     let request = |i: usize| {
         let mode = if i % 4 == 3 {
             Mode::Hybrid
@@ -612,19 +633,9 @@ fn concurrent_searches_share_a_batch_and_answer_like_the_library() {
         )
     };
     let clients = 12;
-    let addr = server.addr;
-    let replies: Vec<Reply> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..clients)
-            .map(|i| {
-                s.spawn(move || {
-                    let (query, k, mode, layers, dim) = request(i);
-                    let body =
-                        json!({"query": query, "k": k, "mode": mode, "layers": layers, "dim": dim});
-                    http(addr, "POST", "/search", body.to_string().as_bytes())
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let replies = all_at_once(&server, clients, "/search", |i| {
+        let (query, k, mode, layers, dim) = request(i);
+        json!({"query": query, "k": k, "mode": mode, "layers": layers, "dim": dim})
     });
     let metrics = server.get("/metrics").body;
     let batches = counter(&metrics, "rag_embed_batches_total");
@@ -656,12 +667,7 @@ fn concurrent_searches_share_a_batch_and_answer_like_the_library() {
             })
             .unwrap();
         let body = reply.json();
-        let ids: Vec<u64> = body["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["id"].as_u64().unwrap())
-            .collect();
+        let ids = hit_ids(&body);
         assert_eq!(
             ids,
             expected.hits.iter().map(|h| h.id).collect::<Vec<_>>(),

@@ -714,6 +714,29 @@ mod tests {
         Tensor::from_vec(data, shape, &Device::Cpu).unwrap()
     }
 
+    /// `x W^T + b` by candle.
+    fn exact(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+        x.matmul(&w.t().unwrap()).unwrap().broadcast_add(b).unwrap()
+    }
+
+    /// `packed`'s three forwards on `x`, each beside what it should give when `linear` is its
+    /// plain projection of `x`.
+    fn epilogue_cases(
+        packed: &PackedLinear,
+        x: &Tensor,
+        linear: &Tensor,
+        residual: &Tensor,
+    ) -> [(Tensor, Tensor); 3] {
+        [
+            (packed.forward(x).unwrap(), linear.clone()),
+            (packed.forward_gelu(x).unwrap(), linear.gelu_erf().unwrap()),
+            (
+                packed.forward_residual(x, residual).unwrap(),
+                (linear + residual).unwrap(),
+            ),
+        ]
+    }
+
     /// Every tile height (1..6 leftover rows), both the row-split and the panel-split
     /// schedules, a last panel narrower than 64 and one narrower than a vector, odd widths, and
     /// inputs wider than one block of features (sums carried between blocks).
@@ -735,22 +758,8 @@ mod tests {
             let w = random((out_dim, in_dim), 7);
             let b = random((1, out_dim), 9).squeeze(0).unwrap();
             let packed = PackedLinear::new(&w, &b).unwrap();
-            let linear = x
-                .matmul(&w.t().unwrap())
-                .unwrap()
-                .broadcast_add(&b)
-                .unwrap();
             let residual = random((rows, out_dim), 11);
-
-            let cases = [
-                (packed.forward(&x).unwrap(), linear.clone()),
-                (packed.forward_gelu(&x).unwrap(), linear.gelu_erf().unwrap()),
-                (
-                    packed.forward_residual(&x, &residual).unwrap(),
-                    (&linear + &residual).unwrap(),
-                ),
-            ];
-            for (ours, theirs) in cases {
+            for (ours, theirs) in epilogue_cases(&packed, &x, &exact(&x, &w, &b), &residual) {
                 assert_eq!(ours.dims(), theirs.dims());
                 let diff = max_abs_diff(&ours, &theirs);
                 assert!(diff < 1e-4, "{rows}x{in_dim}->{out_dim}: max diff {diff}");
@@ -819,16 +828,7 @@ mod tests {
             let packed = PackedLinear::new_int8(&w, &b).unwrap();
             let linear = int8_reference(&x, &w, &b);
             let residual = random((rows, out_dim), 11);
-
-            let cases = [
-                (packed.forward(&x).unwrap(), linear.clone()),
-                (packed.forward_gelu(&x).unwrap(), linear.gelu_erf().unwrap()),
-                (
-                    packed.forward_residual(&x, &residual).unwrap(),
-                    (&linear + &residual).unwrap(),
-                ),
-            ];
-            for (ours, theirs) in cases {
+            for (ours, theirs) in epilogue_cases(&packed, &x, &linear, &residual) {
                 assert_eq!(ours.dims(), theirs.dims());
                 let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
                 let theirs = theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
@@ -855,11 +855,7 @@ mod tests {
             let w = random((out_dim, in_dim), 5);
             let b = random((1, out_dim), 6).squeeze(0).unwrap();
             let ours = PackedLinear::new_int8(&w, &b).unwrap().forward(&x).unwrap();
-            let exact = x
-                .matmul(&w.t().unwrap())
-                .unwrap()
-                .broadcast_add(&b)
-                .unwrap();
+            let exact = exact(&x, &w, &b);
             let largest = exact.abs().unwrap().max_all().unwrap();
             let largest = largest.to_scalar::<f32>().unwrap();
             let diff = max_abs_diff(&ours, &exact);
@@ -869,9 +865,7 @@ mod tests {
             );
             let ours = ours.to_vec2::<f32>().unwrap();
             for (r, (a, b)) in ours.iter().zip(exact.to_vec2::<f32>().unwrap()).enumerate() {
-                let dot: f32 = a.iter().zip(&b).map(|(a, b)| a * b).sum();
-                let norm = |v: &[f32]| v.iter().map(|v| v * v).sum::<f32>().sqrt();
-                let cosine = dot / (norm(a) * norm(&b));
+                let cosine = crate::vectors::cosine(a, &b);
                 assert!(
                     cosine >= 0.999,
                     "{rows}x{in_dim}->{out_dim}: row {r} cosine {cosine}"
