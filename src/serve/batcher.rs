@@ -5,7 +5,7 @@
 //! The encoder is CPU-bound and blocking, so it never runs on the async executor.
 //!
 //! A search's question goes the same way, and its batch's searches then go together to a
-//! second thread, which looks them up in one faiss call per depth and size (faiss reads the
+//! second thread, which looks them up in one faiss call per kind of search (faiss reads the
 //! vectors once for all of them instead of once each) while the next batch is encoded.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -91,6 +91,16 @@ struct Encoded {
     /// Full width, one row.
     vector: Vec<f32>,
     reply: oneshot::Sender<Result<SearchResponse>>,
+}
+
+/// What searches must share to be looked up in one call: depth, size, mode and k (the last two
+/// shape the ranking, not only its length).
+type LookupKey = (usize, usize, Mode, usize);
+
+impl Encoded {
+    fn key(&self) -> LookupKey {
+        (self.depth, self.search.dim, self.search.mode, self.search.k)
+    }
 }
 
 pub struct Batcher {
@@ -179,7 +189,7 @@ impl Batcher {
         }
         answer
             .await
-            .map_err(|_| ApiError::internal(anyhow!("the embedding thread dropped a request")))?
+            .map_err(|_| ApiError::internal(anyhow!("a worker thread dropped the request")))?
             .map_err(ApiError::internal)
     }
 }
@@ -289,48 +299,30 @@ fn reply(batch: Vec<Job>, depths: &[usize], encoded: Result<Vec<Matrix>>) -> Vec
     found
 }
 
-/// Looks up the searches of each batch (and of any that arrived meanwhile), one faiss call per
-/// depth, size, mode and k, so that each gets what it would get alone.
+/// Looks up the searches of each batch (and of any that arrived meanwhile), one call per
+/// [`LookupKey`].
 fn run_searches(retriever: &Retriever, encoded: &mpsc::Receiver<Vec<Encoded>>, metrics: &Metrics) {
     while let Ok(mut searches) = encoded.recv() {
         searches.extend(encoded.try_iter().flatten());
         searches.retain(|s| !s.reply.is_closed());
-        searches.sort_by_key(|s| (s.depth, s.search.dim, s.search.mode, s.search.k));
+        searches.sort_by_key(Encoded::key);
         while !searches.is_empty() {
-            let first = &searches[0];
-            let key = (
-                first.depth,
-                first.search.dim,
-                first.search.mode,
-                first.search.k,
-            );
-            let same = searches
-                .iter()
-                .take_while(|s| (s.depth, s.search.dim, s.search.mode, s.search.k) == key)
-                .count();
+            let key = searches[0].key();
+            let same = searches.iter().take_while(|s| s.key() == key).count();
             let group: Vec<Encoded> = searches.drain(..same).collect();
             metrics.search_lookups.fetch_add(1, Ordering::Relaxed);
             metrics
                 .searches_looked_up
                 .fetch_add(group.len() as u64, Ordering::Relaxed);
             // A panic must fail these searches, not the thread every later one depends on.
-            catch_unwind(AssertUnwindSafe(|| look_up(retriever, group)))
+            catch_unwind(AssertUnwindSafe(|| look_up(retriever, key, group)))
                 .unwrap_or_else(|_| eprintln!("rag serve: a search panicked"));
         }
     }
 }
 
-/// Searches that share depth, size, mode and k, in one call.
-fn look_up(retriever: &Retriever, group: Vec<Encoded>) {
-    let (depth, dim, mode, k) = {
-        let first = &group[0];
-        (
-            first.depth,
-            first.search.dim,
-            first.search.mode,
-            first.search.k,
-        )
-    };
+/// Searches that share `key`, in one call.
+fn look_up(retriever: &Retriever, (depth, dim, mode, k): LookupKey, group: Vec<Encoded>) {
     let started = Instant::now();
     let cols = group[0].vector.len();
     let vectors: Vec<f32> = group

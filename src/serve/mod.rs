@@ -1,8 +1,9 @@
 //! `rag serve`: search, question answering and embeddings over HTTP, with the models loaded once.
 //!
 //! The async executor only parses, validates and routes. Encoding runs on one batching thread
-//! ([`batcher`]), generation on another ([`generation`]), index look-ups on tokio's blocking
-//! pool; each path has a bounded queue that answers 503 with `Retry-After` when full.
+//! and the look-ups of encoded searches on a search thread beside it ([`batcher`]), generation
+//! on another ([`generation`]), BM25-only searches on tokio's blocking pool; each path has a
+//! bounded queue that answers 503 with `Retry-After` when full.
 
 pub mod batcher;
 pub mod error;
