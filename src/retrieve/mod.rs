@@ -134,17 +134,6 @@ impl Retriever {
     }
 
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
-        self.search_encoded(request, None)
-    }
-
-    /// `search` with the question already encoded (full width, at the request's resolved
-    /// depth, query prefix applied), so a server can encode many clients' questions in one
-    /// forward pass. `None` encodes it here.
-    pub fn search_encoded(
-        &self,
-        request: &SearchRequest,
-        encoded: Option<&Matrix>,
-    ) -> Result<SearchResponse> {
         let started = Instant::now();
         let query = validate_question(request.query)?;
         let (layers, dim) = self.index.manifest.resolve(request.layers, request.dim)?;
@@ -152,7 +141,7 @@ impl Retriever {
         let ranked = self
             .rank(
                 &[query],
-                encoded,
+                None,
                 request.mode,
                 layers,
                 dim,
@@ -167,7 +156,8 @@ impl Retriever {
     }
 
     /// The response to `query` from its ranking (as [`rank`](Self::rank) gives it): the
-    /// ranked documents, fetched from the store. The caller sets `timings.total_ms`.
+    /// ranked documents, fetched from the store. The caller sets `timings.total_ms`. A server
+    /// ranks many clients' questions at once, then answers each with this.
     pub fn respond(
         &self,
         query: &str,
