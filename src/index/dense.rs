@@ -219,9 +219,11 @@ mod tests {
     }
 
     /// One question is searched in ranges, one per core; it must find what one whole scan finds.
+    /// One question (each core scans its range), a few (faiss's per-question scan in each
+    /// range) and more (its BLAS product in each range) all rank like an exact scan.
     #[test]
-    fn split_single_query_search_matches_one_scan() {
-        let (rows, dim) = (3 * MIN_SPLIT_ROWS + 17, 8);
+    fn split_searches_match_an_exact_scan_for_any_number_of_questions() {
+        let (rows, dim, k) = (3 * MIN_SPLIT_ROWS + 17, 8, 10);
         let mut rng = crate::util::Rng::new(5);
         let data = (0..rows * dim)
             .map(|_| (rng.next_u64() % 1000) as f32 / 500.0 - 1.0)
@@ -229,14 +231,28 @@ mod tests {
         let mut m = Matrix::from_vec(rows, dim, data);
         m.normalize_rows();
         let index = DenseIndex::from_matrix(&m).unwrap();
-        let query = &m.data[42 * dim..43 * dim];
-        let whole = ConcurrentIndex::search(&index.index, query, 10).unwrap();
-        let expected = to_hits(&whole.labels, &whole.distances, 10).pop().unwrap();
-        let got = index.search(query, 10).unwrap();
-        assert_eq!(got[0].0, 42);
-        assert_eq!(
-            got.iter().map(|h| h.0).collect::<Vec<_>>(),
-            expected.iter().map(|h| h.0).collect::<Vec<_>>()
-        );
+        for questions in [1, 3, BLAS_MIN_QUESTIONS as usize, 9] {
+            let picked: Vec<usize> = (0..questions).map(|q| 42 + 1000 * q).collect();
+            let queries: Vec<f32> = picked
+                .iter()
+                .flat_map(|&row| m.row(row).iter().copied())
+                .collect();
+            let got = index.search_many(&queries, k).unwrap();
+            for (hits, &row) in got.iter().zip(&picked) {
+                let mut exact: Vec<(u64, f32)> = (0..rows)
+                    .map(|i| (i as u64, crate::vectors::cosine(m.row(row), m.row(i))))
+                    .collect();
+                exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                assert_eq!(hits[0].0, row as u64);
+                assert_eq!(
+                    hits.iter().map(|h| h.0).collect::<Vec<_>>(),
+                    exact[..k].iter().map(|h| h.0).collect::<Vec<_>>(),
+                    "{questions} questions, question {row}"
+                );
+                for (h, e) in hits.iter().zip(&exact) {
+                    assert!((h.1 - e.1).abs() < 1e-4, "{h:?} vs {e:?}");
+                }
+            }
+        }
     }
 }
