@@ -148,13 +148,10 @@ pub fn use_best_blas_kernels() {
 /// The kernel set OpenBLAS chose at load, if the BLAS this process uses is OpenBLAS.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn openblas_core() -> Option<String> {
-    // SAFETY: a NUL-terminated name looked up in the loaded libraries; when present it is
-    // OpenBLAS's `char *openblas_get_corename(void)`, which returns a static string.
+    let symbol = openblas_symbol(c"openblas_get_corename")?;
+    // SAFETY: the symbol is OpenBLAS's `char *openblas_get_corename(void)`, which returns a
+    // static string.
     unsafe {
-        let symbol = libc::dlsym(libc::RTLD_DEFAULT, c"openblas_get_corename".as_ptr());
-        if symbol.is_null() {
-            return None;
-        }
         let corename: extern "C" fn() -> *const libc::c_char = std::mem::transmute(symbol);
         let name = corename();
         (!name.is_null()).then(|| {
@@ -170,15 +167,21 @@ fn openblas_core() -> Option<String> {
 /// only competed with them (a batched faiss search ran 4 to 6 times slower).
 pub fn single_threaded_blas() {
     #[cfg(target_os = "linux")]
-    // SAFETY: as in `openblas_core`; when present the symbol is OpenBLAS's
-    // `void openblas_set_num_threads(int)`.
-    unsafe {
-        let symbol = libc::dlsym(libc::RTLD_DEFAULT, c"openblas_set_num_threads".as_ptr());
-        if !symbol.is_null() {
+    if let Some(symbol) = openblas_symbol(c"openblas_set_num_threads") {
+        // SAFETY: the symbol is OpenBLAS's `void openblas_set_num_threads(int)`.
+        unsafe {
             let set_threads: extern "C" fn(libc::c_int) = std::mem::transmute(symbol);
             set_threads(1);
         }
     }
+}
+
+/// An OpenBLAS function by name, if OpenBLAS is among the loaded libraries.
+#[cfg(target_os = "linux")]
+fn openblas_symbol(name: &std::ffi::CStr) -> Option<*mut libc::c_void> {
+    // SAFETY: looks a NUL-terminated name up in the libraries already loaded; nothing is called.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!symbol.is_null()).then_some(symbol)
 }
 
 /// SplitMix64: small, fast and seedable, so that shuffles and dropout masks repeat exactly for

@@ -212,8 +212,9 @@ impl BertEmbeddings {
 }
 
 /// A projection prepared for inference: packed for the AVX-512 kernel where the CPU has it (in
-/// 8-bit integers when asked), else kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place
-/// instead of repacking it on every call (most of the cost of encoding one short question).
+/// 8-bit integers when asked, which `PackedLinear::new_int8` refuses where the CPU cannot), else
+/// kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place instead
+/// of repacking it on every call (most of the cost of encoding one short question).
 enum Projection {
     Packed(PackedLinear),
     Transposed { weight_t: Tensor, bias: Tensor },
@@ -228,9 +229,6 @@ impl Projection {
             .collect();
         let (weight, bias) = (Tensor::cat(&weights, 0)?, Tensor::cat(&biases, 0)?);
         Ok(if precision == Precision::Int8 {
-            if !precision.available() {
-                candle_core::bail!("--precision int8 needs a CPU with AVX-512 VNNI");
-            }
             Self::Packed(PackedLinear::new_int8(&weight, &bias)?)
         } else if gemm::supported() {
             Self::Packed(PackedLinear::new(&weight, &bias)?)

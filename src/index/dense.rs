@@ -218,7 +218,6 @@ mod tests {
         assert!(small.search(&[1.0, 0.0, 0.0], 1).is_err());
     }
 
-    /// One question is searched in ranges, one per core; it must find what one whole scan finds.
     /// One question (each core scans its range), a few (faiss's per-question scan in each
     /// range) and more (its BLAS product in each range) all rank like an exact scan.
     #[test]
