@@ -4,8 +4,9 @@
 # of mixed requests, the bad-input list again, then SIGTERM (the server must drain and exit 0).
 #   eval/serve_measure.sh [SECONDS_PER_CELL] [SOAK_SECONDS] [ROUNDS]   (defaults 15, 0: no soak, 3)
 # Writes eval/serve/{bad_input,load,soak,bad_input_after}.json. Run on a quiet machine: the
-# Python client shares the cores with the server. PRECISION=int8 serves with int8 projections
-# and writes under eval/serve/int8/ instead.
+# Python client shares the cores with the server. The server runs at its default precision
+# (int8 where the CPU has AVX-512 VNNI, else f32; load.json's `health` says which);
+# PRECISION=f32 or PRECISION=int8 asks for one and writes under eval/serve/$PRECISION/ instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -14,15 +15,19 @@ SOAK=${2:-0}
 ROUNDS=${3:-3}
 INDEX=${INDEX:-index/issue2-dot}
 ADDR=${ADDR:-127.0.0.1:18080}
-PRECISION=${PRECISION:-f32}
+PRECISION=${PRECISION:-}
 OUT=eval/serve
-[ "$PRECISION" = f32 ] || OUT=eval/serve/$PRECISION
+PRECISION_FLAG=()
+if [ -n "$PRECISION" ]; then
+  OUT=eval/serve/$PRECISION
+  PRECISION_FLAG=(--precision "$PRECISION")
+fi
 mkdir -p "$OUT"
 [ -d "$INDEX" ] || { echo "no index at $INDEX (eval/issue2_retrieval.sh builds it)" >&2; exit 1; }
 cargo build --release -q
 
 LOG=$(mktemp -t rag-serve.XXXXXX.log)
-"$RAG_BIN" serve --index "$INDEX" --addr "$ADDR" --precision "$PRECISION" > "$LOG" 2>&1 &
+"$RAG_BIN" serve --index "$INDEX" --addr "$ADDR" "${PRECISION_FLAG[@]}" > "$LOG" 2>&1 &
 SERVER=$!
 trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 120); do

@@ -475,8 +475,12 @@ pub struct ServeArgs {
     /// Encoder to use; must be the one the index was built with (default: that one).
     #[arg(long)]
     pub model: Option<PathBuf>,
-    #[command(flatten)]
-    pub precision: PrecisionArg,
+    /// Arithmetic of the encoder's projections; default: int8 where the CPU has AVX-512 VNNI,
+    /// else f32. A server lives on encoding throughput, and int8 gives twice as much with
+    /// unchanged search recall; `f32` returns embeddings that match the reference to a cosine
+    /// of 0.9999 instead of 0.990 (see eval/int8/).
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
     /// GGUF generator for POST /ask (without it /ask answers 503).
     #[arg(long)]
     pub llm: Option<PathBuf>,
@@ -495,6 +499,13 @@ pub struct ServeArgs {
     /// Embedding requests waiting before the server answers 503.
     #[arg(long, default_value_t = 256)]
     pub queue: usize,
+}
+
+impl ServeArgs {
+    /// The precision asked for, else the fastest this CPU has.
+    pub fn precision(&self) -> Precision {
+        self.precision.unwrap_or_else(Precision::fastest_available)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -1096,9 +1107,9 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             "listening on http://{} (loading models)",
             listener.local_addr()?
         );
+        let precision = args.precision();
         let (index_dir, model, llm, generation) =
             (args.index, args.model, args.llm, args.generation);
-        let precision = args.precision.precision;
         let load = move || {
             let retriever = Arc::new(Retriever::open(&index_dir, model.as_deref(), precision)?);
             let answerer = match llm {
@@ -1210,4 +1221,35 @@ fn run_train(args: TrainArgs) -> Result<()> {
         summary.final_loss
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve_args(flags: &[&str]) -> ServeArgs {
+        let argv = ["rag", "serve"].iter().chain(flags);
+        match Cli::try_parse_from(argv).expect("valid flags").command {
+            Command::Serve(args) => args,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_defaults_to_the_fastest_precision_and_honours_an_explicit_one() {
+        let expected = if Precision::Int8.available() {
+            Precision::Int8
+        } else {
+            Precision::F32
+        };
+        assert_eq!(serve_args(&[]).precision(), expected);
+        assert_eq!(
+            serve_args(&["--precision", "f32"]).precision(),
+            Precision::F32
+        );
+        assert_eq!(
+            serve_args(&["--precision", "int8"]).precision(),
+            Precision::Int8
+        );
+    }
 }

@@ -58,6 +58,15 @@ impl Precision {
             Self::Int8 => gemm::int8_supported(),
         }
     }
+
+    /// The fastest precision this CPU can encode at: int8 where it has AVX-512 VNNI, else f32.
+    pub fn fastest_available() -> Self {
+        if Self::Int8.available() {
+            Self::Int8
+        } else {
+            Self::F32
+        }
+    }
 }
 
 pub const DEFAULT_BATCH_SIZE: usize = 64;
