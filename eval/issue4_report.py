@@ -21,6 +21,8 @@ EXPERIMENTS = {
     "ese-pairs-c64-sw5": "the same as ese-pairs-c64, `--shallow-weight 5`",
     "ese-titled-c64": "NLI + corpus pairs whose positive carries the title (`eval/issue4_titled_pairs.py`), k = 64",
     "ese-titled-c64-sw5-600": "titled pairs, `--shallow-weight 5`, 600 steps (three times as many)",
+    "ese-titled-c64-distill": "titled pairs, `--shallow-weight 5`, `--distill-weight 2` (the base model's full-depth similarities distilled into every trained layer), 300 steps",
+    "ese-titled-c64-distill10": "the same, `--distill-weight 10`",
 }
 
 

@@ -8,7 +8,10 @@
 # Also the HotpotQA recipe experiments (200 steps each, NLI plus corpus pairs, k = 64):
 #   ese-pairs-c64 (the pairs of --pairs-from-corpus), ese-pairs-c64-lr3e4 (learning rate 3e-4),
 #   ese-pairs-c64-sw5 (--shallow-weight 5), ese-titled-c64 (positives carry the title:
-#   eval/issue4_titled_pairs.py), and ese-titled-c64-sw5-600 (titled, --shallow-weight 5, 600 steps).
+#   eval/issue4_titled_pairs.py), ese-titled-c64-sw5-600 (titled, --shallow-weight 5, 600 steps),
+#   and ese-titled-c64-distill (titled, --shallow-weight 5, --distill-weight 2: the base model's
+#   full-depth similarities distilled into every trained layer, 300 steps), and
+#   ese-titled-c64-distill10 (the same with --distill-weight 10).
 #
 # Models go to data/trained/<mode>-nli/, reports to eval/issue4/.
 set -euo pipefail
@@ -48,6 +51,8 @@ for mode in "${modes[@]}"; do
         ese-pairs-c64-sw5) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 --shallow-weight 5 ;;
         ese-titled-c64) train "$mode" "${titled[@]}" --max-steps 200 ;;
         ese-titled-c64-sw5-600) train "$mode" "${titled[@]}" --max-steps 600 --shallow-weight 5 ;;
+        ese-titled-c64-distill) train "$mode" "${titled[@]}" --max-steps 300 --shallow-weight 5 --distill-weight 2 ;;
+        ese-titled-c64-distill10) train "$mode" "${titled[@]}" --max-steps 300 --shallow-weight 5 --distill-weight 10 ;;
         *) train "$mode-nli" --mode "$mode" ;;
     esac
 done

@@ -464,6 +464,11 @@ pub struct TrainArgs {
     /// that will mostly be served at a reduced depth.
     #[arg(long, default_value_t = 1.0)]
     pub shallow_weight: f64,
+    /// With ESE: weight of distilling the base model's full-depth similarities into every layer
+    /// trained, at its trained size (0: the paper's objective). Keeps shallow layers close to a
+    /// base model that already retrieves well, and its last layer from drifting.
+    #[arg(long, default_value_t = 0.0)]
+    pub distill_weight: f64,
     #[arg(long)]
     pub json: bool,
 }
@@ -1174,6 +1179,7 @@ fn run_train(args: TrainArgs) -> Result<()> {
             compression_size: args.compression_size,
             kl_temperature: args.kl_temperature,
             shallow_weight: args.shallow_weight,
+            distill_weight: args.distill_weight,
         },
         pooling: args.pooling,
         pooler_dim: args.pooler_dim,

@@ -250,6 +250,21 @@ pub fn kl_divergence(x: &Tensor, y: &Tensor, temperature: f64) -> Result<Tensor>
     (p * (log_p - log_q)?)?.sum_all()? / rows
 }
 
+/// How far the student's neighbourhoods are from the teacher's: for each row, the softmax over
+/// its cosine similarities (times `scale`) to the batch's other rows, teacher against student,
+/// KL batch mean. It compares similarities, not coordinates, so a student of any width (a
+/// shallow layer's first k dimensions) can learn from a full-width teacher.
+pub fn similarity_distillation(student: &Tensor, teacher: &Tensor, scale: f64) -> Result<Tensor> {
+    let rows = student.dim(0)?;
+    // A row is always its own nearest neighbour; masked out, so only the others are compared.
+    let self_mask = diagonal(rows, rows, -1e4, student.device())?;
+    let similarities = |x: &Tensor| -> Result<Tensor> {
+        let x = l2_normalize(x)?;
+        (x.matmul(&x.t()?)? * scale)? + &self_mask
+    };
+    kl_divergence(&similarities(student)?, &similarities(teacher)?, 1.0)
+}
+
 /// ESE's layer weight `w_i = 1 / (1 + ln i)` for layer `i` (1-based).
 pub fn layer_weight(layer: usize) -> f64 {
     1.0 / (1.0 + (layer as f64).ln())
@@ -306,6 +321,12 @@ pub struct Objective {
     /// puts the weight where a model served at a reduced depth needs it.
     #[serde(default = "paper_shallow_weight")]
     pub shallow_weight: f64,
+    /// Weight of [`similarity_distillation`] from the base model's full-depth embeddings into
+    /// every layer ESE trains, at the sizes it trains them (0: off, the paper's objective).
+    /// The untrained last layer of a retrieval model is already a good retriever; this hands
+    /// its neighbourhoods down to the shallow layers and keeps the last layer near them.
+    #[serde(default)]
+    pub distill_weight: f64,
 }
 
 fn paper_shallow_weight() -> f64 {
@@ -331,12 +352,14 @@ fn first(x: &Tensor, k: usize) -> Result<Tensor> {
 
 impl Objective {
     /// `layers[i]` is the pooled embedding after layer `i + 1`, `[rows, d]` (for `pooler`, the
-    /// head's output as the only layer). `sample` is required by 2DMSE.
+    /// head's output as the only layer). `sample` is required by 2DMSE; `teacher` (the base
+    /// model's embeddings of the same rows) by a distilling ESE objective.
     pub fn loss(
         &self,
         layers: &[Tensor],
         layout: &Layout,
         sample: Option<Sample>,
+        teacher: Option<&Tensor>,
     ) -> Result<LossValue> {
         let last = layers
             .last()
@@ -386,9 +409,28 @@ impl Objective {
                         "--compression-size {k} must be smaller than the embedding size {d}"
                     );
                 }
+                let teacher = match (self.distill_weight > 0.0, teacher) {
+                    (false, _) => None,
+                    (true, Some(teacher)) => Some(teacher.detach()),
+                    (true, None) => {
+                        candle_core::bail!("a distilling objective needs the teacher's embeddings")
+                    }
+                };
                 let compress_at =
                     |x: &Tensor| align(&first(x, k)?, &pca_target(x, k)?, self.kl_temperature);
-                let express = (angle(last)? + angle(&first(last, k)?)?)?;
+                // Learn-to-express, plus the distillation where it is on: each trained layer at
+                // its trained size.
+                let express_at = |x: &Tensor| -> Result<Tensor> {
+                    let term = angle(x)?;
+                    match &teacher {
+                        Some(t) => {
+                            term + (similarity_distillation(x, t, self.angle.ibn_tau)?
+                                * self.distill_weight)?
+                        }
+                        None => Ok(term),
+                    }
+                };
+                let express = (express_at(last)? + express_at(&first(last, k)?)?)?;
                 let mut compress = compress_at(last)?;
                 let mut total = express;
                 let shallow = layers.len() - 1;
@@ -397,7 +439,7 @@ impl Objective {
                     let mut compress_shallow = Tensor::zeros((), DType::F32, last.device())?;
                     for (i, x) in layers[..shallow].iter().enumerate() {
                         let w = layer_weight(i + 1);
-                        express_shallow = (express_shallow + (angle(&first(x, k)?)? * w)?)?;
+                        express_shallow = (express_shallow + (express_at(&first(x, k)?)? * w)?)?;
                         compress_shallow = (compress_shallow + (compress_at(x)? * w)?)?;
                     }
                     let scale = self.shallow_weight / shallow as f64;
@@ -481,6 +523,70 @@ mod tests {
         let kl = 0.5 * (0.5f64 / q0).ln() + 0.5 * (0.5f64 / (1.0 - q0)).ln();
         let expected = 0.25 + kl / 2.0;
         assert!((scalar(&align(&x, &y, 1.0).unwrap()) - expected).abs() < 1e-6);
+    }
+
+    #[test]
+    fn similarity_distillation_compares_neighbourhoods_not_coordinates() {
+        let teacher = t(&[&[1.0, 0.0, 0.0], &[0.8, 0.6, 0.0], &[0.0, 1.0, 0.0]]);
+        // Rows 1 and 2 of the teacher, swapped, in two dimensions: by hand, each row's softmax
+        // over its two neighbours (cosines x 2) against the teacher's, KL averaged: 0.44728.
+        let student = t(&[&[1.0, 0.0], &[0.0, 1.0], &[0.6, 0.8]]);
+        let got = scalar(&similarity_distillation(&student, &teacher, 2.0).unwrap());
+        assert!((got - 0.447282).abs() < 1e-5, "{got}");
+        // The same cosines in other coordinates (columns permuted, scaled, padded): nothing to
+        // learn, whatever the width.
+        let same = t(&[
+            &[0.0, 3.0, 0.0, 0.0],
+            &[0.0, 2.4, 1.8, 0.0],
+            &[0.0, 0.0, 3.0, 0.0],
+        ]);
+        let zero = scalar(&similarity_distillation(&same, &teacher, 20.0).unwrap());
+        assert!(zero.abs() < 1e-6, "{zero}");
+    }
+
+    #[test]
+    fn ese_distils_every_trained_layer_at_its_trained_size() {
+        let mut rng = crate::util::Rng::new(9);
+        let mut random = |rows: usize, cols: usize| {
+            let values: Vec<f32> = (0..rows * cols)
+                .map(|_| rng.below(2001) as f32 / 1000.0 - 1.0)
+                .collect();
+            Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap()
+        };
+        let (rows, d, k) = (6, 8, 4);
+        let layers: Vec<Tensor> = (0..3).map(|_| random(rows, d)).collect();
+        let teacher = random(rows, d);
+        let objective = |distill_weight: f64| Objective {
+            mode: Mode::Ese,
+            angle: AngleLoss::default(),
+            compression_size: k,
+            kl_temperature: 1.0,
+            shallow_weight: 1.0,
+            distill_weight,
+        };
+        let total = |distill_weight: f64, teacher: Option<&Tensor>| {
+            objective(distill_weight)
+                .loss(&layers, &Layout::Triplets, None, teacher)
+                .map(|v| scalar(&v.total))
+        };
+        let paper = total(0.0, None).unwrap();
+        // Off, the teacher changes nothing; on, it is required.
+        assert_eq!(total(0.0, Some(&teacher)).unwrap(), paper);
+        assert!(total(0.5, None).is_err());
+        let scale = AngleLoss::default().ibn_tau;
+        let distil = |x: &Tensor| scalar(&similarity_distillation(x, &teacher, scale).unwrap());
+        let narrow = |x: &Tensor| x.narrow(1, 0, k).unwrap();
+        let expected = distil(&layers[2])
+            + distil(&narrow(&layers[2]))
+            + (layer_weight(1) * distil(&narrow(&layers[0]))
+                + layer_weight(2) * distil(&narrow(&layers[1])))
+                / 2.0;
+        let got = total(0.5, Some(&teacher)).unwrap() - paper;
+        assert!(
+            (got - 0.5 * expected).abs() < 1e-4,
+            "{got} vs {}",
+            0.5 * expected
+        );
     }
 
     #[test]
@@ -645,10 +751,11 @@ mod tests {
                 compression_size: case.compression_size,
                 kl_temperature: 1.0,
                 shallow_weight: 1.0,
+                distill_weight: 0.0,
             };
             let layers: Vec<Tensor> = case.layers.iter().map(stacked).collect();
             let got = objective
-                .loss(&layers, &Layout::Triplets, None)
+                .loss(&layers, &Layout::Triplets, None, None)
                 .unwrap()
                 .total;
             close(scalar(&got), case.total, &format!("ese {i}"));
@@ -660,7 +767,7 @@ mod tests {
                 };
                 scalar(
                     &objective
-                        .loss(&layers, &Layout::Triplets, None)
+                        .loss(&layers, &Layout::Triplets, None, None)
                         .unwrap()
                         .total,
                 )
@@ -687,8 +794,12 @@ mod tests {
                 compression_size: 0,
                 kl_temperature: 1.0,
                 shallow_weight: 1.0,
+                distill_weight: 0.0,
             };
-            let got = objective.loss(&[x], &Layout::Triplets, None).unwrap().total;
+            let got = objective
+                .loss(&[x], &Layout::Triplets, None, None)
+                .unwrap()
+                .total;
             close(scalar(&got), case.total, &format!("mrl {i}"));
         }
     }

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::encoder::Pooling;
+use crate::encoder::{Encoder, EncoderOptions, Pooling};
 use crate::progress::{Progress, ProgressMode};
 use crate::util::{self, Rng};
 use data::{Example, Source};
@@ -148,7 +149,29 @@ fn validate(options: &TrainOptions) -> Result<()> {
     if options.resume && options.fresh {
         bail!("--resume and --fresh contradict each other");
     }
+    let objective = &options.objective;
+    for (flag, weight) in [
+        ("--shallow-weight", objective.shallow_weight),
+        ("--distill-weight", objective.distill_weight),
+    ] {
+        if !(weight.is_finite() && weight >= 0.0) {
+            bail!("{flag} must be a number, 0 or more (got {weight})");
+        }
+    }
+    if objective.distill_weight > 0.0 && objective.mode != Mode::Ese {
+        bail!("--distill-weight distils into the layers ESE trains: use it with --mode ese");
+    }
     Ok(())
+}
+
+/// The base model's full-depth embeddings of `texts`: what a distilling objective learns from.
+fn teacher_embeddings(teacher: &Encoder, texts: &[&str], device: &Device) -> Result<Tensor> {
+    let vectors = teacher.encode(texts, &[teacher.depth()])?.remove(0);
+    Ok(Tensor::from_vec(
+        vectors.data,
+        (vectors.rows, vectors.cols),
+        device,
+    )?)
 }
 
 /// The texts of a batch in its layout's row blocks, and that layout.
@@ -218,18 +241,25 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
             objective.compression_size
         );
     }
-    if !(objective.shallow_weight.is_finite() && objective.shallow_weight >= 0.0) {
-        bail!(
-            "--shallow-weight must be a number, 0 or more (got {})",
-            objective.shallow_weight
-        );
-    }
     if mode == Mode::Pooler && options.pooler_dim > hidden && !options.two_step {
         bail!(
             "--pooler-dim {} is larger than the model's {hidden} dimensions",
             options.pooler_dim
         );
     }
+
+    // The teacher is the untouched base model, run by the inference encoder (no gradients).
+    let teacher = (objective.distill_weight > 0.0)
+        .then(|| {
+            let teacher_options = EncoderOptions {
+                pooling: Some(model.pooling),
+                max_length: Some(options.max_len),
+                ..EncoderOptions::default()
+            };
+            Encoder::load(&options.model_dir, &teacher_options)
+        })
+        .transpose()
+        .context("loading the base model as the distillation teacher")?;
 
     let mut examples: Vec<Example> = Vec::new();
     let mut data = Vec::new();
@@ -368,7 +398,11 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
                     dim: sample_dims[rng.below(sample_dims.len())],
                 }
             });
-            let value = objective.loss(&layers, &layout, sample)?;
+            let teacher_vectors = teacher
+                .as_ref()
+                .map(|t| teacher_embeddings(t, &texts, model.bert.device()))
+                .transpose()?;
+            let value = objective.loss(&layers, &layout, sample, teacher_vectors.as_ref())?;
             let total = value.total.to_scalar::<f32>()? as f64;
             if !total.is_finite() {
                 bail!("the loss became {total} at step {}: lower --lr", step + 1);
@@ -515,7 +549,6 @@ mod tests {
     use crate::encoder::tiny::TinyBert;
     use crate::encoder::{Encoder, EncoderOptions};
     use crate::vectors::cosine;
-    use candle_core::Tensor;
     use loss::AngleLoss;
 
     /// Triplets whose anchor and positive share two of three words and whose negative shares
@@ -556,6 +589,7 @@ mod tests {
                 compression_size: 16,
                 kl_temperature: 1.0,
                 shallow_weight: 1.0,
+                distill_weight: 0.0,
             },
             pooling: None,
             pooler_dim: 16,
@@ -616,7 +650,9 @@ mod tests {
             terms.iter().sum::<f32>()
         } else {
             let sample = Sample { layer: 1, dim: 16 };
-            let value = objective.loss(&layers, &layout, Some(sample)).unwrap();
+            let value = objective
+                .loss(&layers, &layout, Some(sample), None)
+                .unwrap();
             value.total.to_scalar::<f32>().unwrap()
         };
         value as f64
@@ -683,6 +719,48 @@ mod tests {
                 .unwrap()
                 .contains(&mode.to_string()));
         }
+    }
+
+    #[test]
+    fn distilling_brings_the_shallow_layers_to_the_base_models_neighbourhoods() {
+        let dir = tempfile::tempdir().unwrap();
+        let model_dir = tiny_model(dir.path(), false);
+        let data = synthetic_triplets(dir.path(), 64);
+        let examples = Source::Jsonl(data.clone()).read(usize::MAX).unwrap();
+        let (texts, _) = batch_texts(&examples, &(0..16).collect::<Vec<_>>());
+        let base = Encoder::load(&model_dir, &EncoderOptions::default()).unwrap();
+        let teacher = teacher_embeddings(&base, &texts, &Device::Cpu).unwrap();
+        let k = 16;
+        // How far layer 1's first k dimensions are from the base model's last layer.
+        let gap = |model: &Path| {
+            let model = TrainableModel::load(model, None, 16, HeadSetup::None).unwrap();
+            let first = model.embed(&texts, true, false).unwrap().remove(0);
+            let student = first.narrow(1, 0, k).unwrap();
+            let value = loss::similarity_distillation(&student, &teacher, 20.0).unwrap();
+            value.to_scalar::<f32>().unwrap() as f64
+        };
+        let trained = |name: &str, distill_weight: f64| {
+            let out = dir.path().join(name);
+            let mut opts = options(&model_dir, &out, &data, Mode::Ese);
+            opts.objective.distill_weight = distill_weight;
+            train(&opts).unwrap();
+            let record: serde_json::Value = util::read_json(&out.join("ese.json")).unwrap();
+            assert_eq!(record["run"]["objective"]["distill_weight"], distill_weight);
+            out
+        };
+        let (before, plain, distilled) = (
+            gap(&model_dir),
+            gap(&trained("plain", 0.0)),
+            gap(&trained("distilled", 5.0)),
+        );
+        assert!(
+            distilled < 0.7 * before && distilled < 0.7 * plain,
+            "layer 1 vs the base model's last layer: {before} before, {plain} after plain ESE, \
+             {distilled} after distilling"
+        );
+        let mut opts = options(&model_dir, &dir.path().join("raw"), &data, Mode::Raw);
+        opts.objective.distill_weight = 1.0;
+        assert!(train(&opts).is_err(), "distilling is an ESE option");
     }
 
     #[test]
