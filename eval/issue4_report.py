@@ -13,16 +13,20 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "eval" / "issue4"
 UNTRAINED_STS = ROOT / "eval" / "sts" / "all-MiniLM-L6-v2-pca" / "summary.json"
 UNTRAINED_HOTPOT = ROOT / "eval" / "issue2" / "rag_recall.json"
-MODELS = ["ese-nli", "raw-nli", "mrl-nli", "2dmse-nli", "pooler64-nli", "pooler32-nli", "ese-nli-pairs"]
+MODELS = ["ese-nli", "ese-sw2-nli", "raw-nli", "mrl-nli", "2dmse-nli", "pooler64-nli", "pooler32-nli",
+          "ese-nli-pairs"]
 # The HotpotQA recipe experiments of eval/issue4_train.sh, with what each one changes.
 EXPERIMENTS = {
     "ese-pairs-c64": "NLI + the corpus pairs of `--pairs-from-corpus` (both files, 17,688 pairs), k = 64",
     "ese-pairs-c64-lr3e4": "the same, learning rate 3e-4",
     "ese-pairs-c64-sw5": "the same as ese-pairs-c64, `--shallow-weight 5`",
-    "ese-titled-c64": "NLI + corpus pairs whose positive carries the title (`eval/issue4_titled_pairs.py`), k = 64",
+    "ese-titled-c64": "NLI + corpus pairs whose positive carries the title (as `--pairs-from-corpus` now makes them), k = 64",
     "ese-titled-c64-sw5-600": "titled pairs, `--shallow-weight 5`, 600 steps (three times as many)",
     "ese-titled-c64-distill": "titled pairs, `--shallow-weight 5`, `--distill-weight 2` (the base model's full-depth similarities distilled into every trained layer), 300 steps",
     "ese-titled-c64-distill10": "the same, `--distill-weight 10`",
+    "ese-titled-c64-embed": "ese-titled-c64-distill plus `--embedding-distill-weight 20` (the base model's full-depth embeddings distilled into every trained layer, full width)",
+    "ese-titled-c64-embed-500": "the same, 500 steps at learning rate 1e-4",
+    "ese-titled-c64-embed-600": "the same, 600 steps at learning rate 2e-4",
 }
 
 
@@ -84,25 +88,28 @@ def main():
         width = s["hidden_size"]
         lines.append(f"| {name} | {fmt(shallow(s, width))} | {fmt(shallow(s, 64))} | "
                      f"{fmt(sts_cell(s, 6, width))} | {fmt(sts_cell(s, 6, 64))} | {fmt(sts_cell(s, 6, 32))} |")
-    lines += ["", "The pooler models output 64 or 32 dimensions: their @384 cells show that whole output,",
-              "and pooler64-nli's @32 cells the first 32 of its 64."]
+    lines += ["", "ese-nli is the paper's weighting; ese-sw2-nli the same run with `--shallow-weight 2` (the",
+              "shallow layers' terms doubled). The pooler models output 64 or 32 dimensions: their @384",
+              "cells show that whole output, and pooler64-nli's @32 cells the first 32 of its 64."]
     lines.append("")
 
     lines += ["## Small sizes, last layer: ESE truncation vs post-hoc PCA of RAW vs the pooler", "",
               "STS-B and the mean over all 7 STS sets. PCA is fitted on the evaluated sentences",
               "themselves (its best case).", "",
-              "| size | ESE (first k) | RAW (first k) | RAW + PCA | pooler-k | ESE avg7 | RAW+PCA avg7 | pooler-k avg7 |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    ese, raw, pca = (sts.get(n) for n in ["ese-nli", "raw-nli", "raw-nli-pca"])
+              "| size | ESE (first k) | ESE sw2 (first k) | RAW (first k) | RAW + PCA | pooler-k | ESE avg7 | ESE sw2 avg7 | RAW+PCA avg7 | pooler-k avg7 |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    ese, ese_sw2, raw, pca = (sts.get(n) for n in ["ese-nli", "ese-sw2-nli", "raw-nli", "raw-nli-pca"])
     for k in (64, 32):
         # A pooler trained to output exactly k dimensions, read at its full output.
         pooler = sts.get(f"pooler{k}-nli")
         pooler_b = sts_cell(pooler, 6, k) if pooler else None
         pooler_a = sts_cell(pooler, 6, k, dataset=None) if pooler else None
         lines.append(
-            f"| {k} | {fmt(ese and sts_cell(ese, 6, k))} | {fmt(raw and sts_cell(raw, 6, k))} | "
+            f"| {k} | {fmt(ese and sts_cell(ese, 6, k))} | {fmt(ese_sw2 and sts_cell(ese_sw2, 6, k))} | "
+            f"{fmt(raw and sts_cell(raw, 6, k))} | "
             f"{fmt(pca and sts_cell(pca, 6, k, 'pca'))} | {fmt(pooler_b)} | "
             f"{fmt(ese and sts_cell(ese, 6, k, dataset=None))} | "
+            f"{fmt(ese_sw2 and sts_cell(ese_sw2, 6, k, dataset=None))} | "
             f"{fmt(pca and sts_cell(pca, 6, k, 'pca', dataset=None))} | {fmt(pooler_a)} |")
     lines.append("")
 

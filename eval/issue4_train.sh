@@ -5,13 +5,19 @@
 #
 #   eval/issue4_train.sh [MODE...]     (default: ese raw mrl pooler 2dmse)
 #
+# ese-sw2 is ESE on the same data with --shallow-weight 2 (the shallow layers' terms doubled).
+#
 # Also the HotpotQA recipe experiments (200 steps each, NLI plus corpus pairs, k = 64):
 #   ese-pairs-c64 (the pairs of --pairs-from-corpus), ese-pairs-c64-lr3e4 (learning rate 3e-4),
-#   ese-pairs-c64-sw5 (--shallow-weight 5), ese-titled-c64 (positives carry the title:
-#   eval/issue4_titled_pairs.py), ese-titled-c64-sw5-600 (titled, --shallow-weight 5, 600 steps),
-#   and ese-titled-c64-distill (titled, --shallow-weight 5, --distill-weight 2: the base model's
-#   full-depth similarities distilled into every trained layer, 300 steps), and
-#   ese-titled-c64-distill10 (the same with --distill-weight 10).
+#   ese-pairs-c64-sw5 (--shallow-weight 5): these three were measured when the pairs' positive
+#   was the bare rest of the paragraph; ese-titled-c64 (the positive carries the title, as
+#   --pairs-from-corpus now makes it), ese-titled-c64-sw5-600 (titled, --shallow-weight 5, 600
+#   steps), ese-titled-c64-distill (titled, --shallow-weight 5, --distill-weight 2: the base
+#   model's full-depth similarities distilled into every trained layer, 300 steps),
+#   ese-titled-c64-distill10 (the same with --distill-weight 10), ese-titled-c64-embed
+#   (ese-titled-c64-distill plus --embedding-distill-weight 20: the base model's full-depth
+#   embeddings themselves distilled into every trained layer), ese-titled-c64-embed-500 (the
+#   same, 500 steps at learning rate 1e-4) and ese-titled-c64-embed-600 (600 steps at 2e-4).
 #
 # Models go to data/trained/<mode>-nli/, reports to eval/issue4/.
 set -euo pipefail
@@ -36,10 +42,7 @@ D=${RAG_DATA:-../shared/data}/hotpotqa
 corpora=("$D/hotpot_dev_fullwiki_sample.json" "$D/hotpot_dev_distractor_sample.json")
 pairs=(--mode ese --data nli --pairs-from-corpus "${corpora[0]}" --pairs-from-corpus "${corpora[1]}")
 
-titled=(--mode ese --data nli --data data/trained/titled-pairs.jsonl --compression-size 64)
-if [[ " ${modes[*]} " == *" ese-titled"* ]]; then
-    python3 eval/issue4_titled_pairs.py data/trained/titled-pairs.jsonl "${corpora[@]}"
-fi
+titled=("${pairs[@]}" --compression-size 64)
 
 for mode in "${modes[@]}"; do
     case $mode in
@@ -53,6 +56,13 @@ for mode in "${modes[@]}"; do
         ese-titled-c64-sw5-600) train "$mode" "${titled[@]}" --max-steps 600 --shallow-weight 5 ;;
         ese-titled-c64-distill) train "$mode" "${titled[@]}" --max-steps 300 --shallow-weight 5 --distill-weight 2 ;;
         ese-titled-c64-distill10) train "$mode" "${titled[@]}" --max-steps 300 --shallow-weight 5 --distill-weight 10 ;;
+        ese-titled-c64-embed) train "$mode" "${titled[@]}" --max-steps 300 --shallow-weight 5 --distill-weight 2 \
+            --embedding-distill-weight 20 ;;
+        ese-titled-c64-embed-500) train "$mode" "${titled[@]}" --max-steps 500 --lr 1e-4 --shallow-weight 5 \
+            --distill-weight 2 --embedding-distill-weight 20 ;;
+        ese-titled-c64-embed-600) train "$mode" "${titled[@]}" --max-steps 600 --lr 2e-4 --shallow-weight 5 \
+            --distill-weight 2 --embedding-distill-weight 20 ;;
+        ese-sw2) train ese-sw2-nli --mode ese --shallow-weight 2 ;;
         *) train "$mode-nli" --mode "$mode" ;;
     esac
 done

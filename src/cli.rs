@@ -378,8 +378,8 @@ pub struct TrainArgs {
     /// or JSONL of {"query","positive"[,"negative"]} / {"text1","text2","label"}; may be repeated.
     #[arg(long, default_value = "nli")]
     pub data: Vec<String>,
-    /// Also train on in-domain pairs from a HotpotQA corpus (title + first sentence -> the rest
-    /// of the paragraph); may be repeated.
+    /// Also train on in-domain pairs from a HotpotQA corpus (title + first sentence -> title +
+    /// the rest of the paragraph); may be repeated.
     #[arg(long)]
     pub pairs_from_corpus: Vec<PathBuf>,
     /// Read at most this many examples from each --data source.
@@ -469,6 +469,11 @@ pub struct TrainArgs {
     /// base model that already retrieves well, and its last layer from drifting.
     #[arg(long, default_value_t = 0.0)]
     pub distill_weight: f64,
+    /// With ESE: weight of distilling the base model's full-depth embeddings themselves
+    /// (1 - cosine, full width) into every layer trained (0: off). Holds the last layer where
+    /// the base model had it and teaches shallow layers to compute it.
+    #[arg(long, default_value_t = 0.0)]
+    pub embedding_distill_weight: f64,
     #[arg(long)]
     pub json: bool,
 }
@@ -1180,6 +1185,7 @@ fn run_train(args: TrainArgs) -> Result<()> {
             kl_temperature: args.kl_temperature,
             shallow_weight: args.shallow_weight,
             distill_weight: args.distill_weight,
+            embedding_distill_weight: args.embedding_distill_weight,
         },
         pooling: args.pooling,
         pooler_dim: args.pooler_dim,

@@ -69,7 +69,7 @@ pub enum Source {
     NliCsv(PathBuf),
     /// JSONL of `{"query","positive"[,"negative"]}` or `{"text1","text2","label"}`.
     Jsonl(PathBuf),
-    /// A HotpotQA corpus: title + first sentence -> the rest of the paragraph.
+    /// A HotpotQA corpus: title + first sentence -> title + the rest of the paragraph.
     CorpusPairs(PathBuf),
 }
 
@@ -280,8 +280,10 @@ fn split_first_sentence(text: &str) -> Option<(String, String)> {
     ))
 }
 
-/// (title + first sentence, rest of the paragraph) for every distinct paragraph with more than
-/// one sentence: in-domain pairs that need no questions.
+/// (title + first sentence, title + rest of the paragraph) for every distinct paragraph with
+/// more than one sentence: in-domain pairs that need no questions. The positive carries the
+/// title as an indexed document does (HotpotQA Recall@5 at 3 layers / 64 dims 0.169 against
+/// 0.134 with the bare rest, eval/issue4/).
 pub fn corpus_pairs(path: &Path, limit: usize) -> Result<Vec<Example>> {
     let mut seen: HashSet<String> = HashSet::new();
     let mut pairs = Vec::new();
@@ -312,7 +314,7 @@ pub fn corpus_pairs(path: &Path, limit: usize) -> Result<Vec<Example>> {
             }
             pairs.push(Example::Pair {
                 anchor: format!("{title}: {first}"),
-                positive: rest,
+                positive: format!("{title}: {rest}"),
             });
         }
         Ok(())
@@ -423,7 +425,7 @@ mod tests {
     }
 
     #[test]
-    fn corpus_pairs_split_title_and_first_sentence_from_the_rest() {
+    fn corpus_pairs_put_title_and_first_sentence_against_the_titled_rest() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("corpus.json");
         std::fs::write(
@@ -439,11 +441,11 @@ mod tests {
             vec![
                 Example::Pair {
                     anchor: "Nile: The Nile is a river.".into(),
-                    positive: "It flows north. It is long.".into()
+                    positive: "Nile: It flows north. It is long.".into()
                 },
                 Example::Pair {
                     anchor: "Rhine: The Rhine is a European river.".into(),
-                    positive: "It begins in Switzerland.".into()
+                    positive: "Rhine: It begins in Switzerland.".into()
                 },
             ]
         );

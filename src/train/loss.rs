@@ -265,6 +265,15 @@ pub fn similarity_distillation(student: &Tensor, teacher: &Tensor, scale: f64) -
     kl_divergence(&similarities(student)?, &similarities(teacher)?, 1.0)
 }
 
+/// How far the student's embeddings point from the teacher's, row by row: the mean of
+/// `1 - cos(student_r, teacher_r)`. Unlike [`similarity_distillation`] it compares coordinates,
+/// so both have the same width: a layer learns to output what the base model's last layer
+/// outputs, `d` numbers of signal per text instead of a batch's worth of similarities.
+pub fn embedding_distillation(student: &Tensor, teacher: &Tensor) -> Result<Tensor> {
+    let cos = (l2_normalize(student)? * l2_normalize(teacher)?)?.sum(1)?;
+    cos.affine(-1.0, 1.0)?.mean_all()
+}
+
 /// ESE's layer weight `w_i = 1 / (1 + ln i)` for layer `i` (1-based).
 pub fn layer_weight(layer: usize) -> f64 {
     1.0 / (1.0 + (layer as f64).ln())
@@ -327,6 +336,18 @@ pub struct Objective {
     /// its neighbourhoods down to the shallow layers and keeps the last layer near them.
     #[serde(default)]
     pub distill_weight: f64,
+    /// Weight of [`embedding_distillation`] from the base model's full-depth embeddings into
+    /// every layer ESE trains, at full width (0: off). On the last layer it holds the base
+    /// model's embeddings in place; on a shallow layer it teaches the layer to compute them.
+    #[serde(default)]
+    pub embedding_distill_weight: f64,
+}
+
+impl Objective {
+    /// Whether the loss needs the base model's embeddings of each batch.
+    pub fn needs_teacher(&self) -> bool {
+        self.distill_weight > 0.0 || self.embedding_distill_weight > 0.0
+    }
 }
 
 fn paper_shallow_weight() -> f64 {
@@ -409,7 +430,7 @@ impl Objective {
                         "--compression-size {k} must be smaller than the embedding size {d}"
                     );
                 }
-                let teacher = match (self.distill_weight > 0.0, teacher) {
+                let teacher = match (self.needs_teacher(), teacher) {
                     (false, _) => None,
                     (true, Some(teacher)) => Some(teacher.detach()),
                     (true, None) => {
@@ -418,19 +439,28 @@ impl Objective {
                 };
                 let compress_at =
                     |x: &Tensor| align(&first(x, k)?, &pca_target(x, k)?, self.kl_temperature);
-                // Learn-to-express, plus the distillation where it is on: each trained layer at
-                // its trained size.
+                // Learn-to-express, plus the similarity distillation where it is on: each
+                // trained layer at its trained size.
                 let express_at = |x: &Tensor| -> Result<Tensor> {
                     let term = angle(x)?;
                     match &teacher {
-                        Some(t) => {
+                        Some(t) if self.distill_weight > 0.0 => {
                             term + (similarity_distillation(x, t, self.angle.ibn_tau)?
                                 * self.distill_weight)?
                         }
-                        None => Ok(term),
+                        _ => Ok(term),
                     }
                 };
-                let express = (express_at(last)? + express_at(&first(last, k)?)?)?;
+                // The embedding distillation, at full width whatever size the layer is trained at.
+                let imitate = |x: &Tensor, term: Tensor| -> Result<Tensor> {
+                    match &teacher {
+                        Some(t) if self.embedding_distill_weight > 0.0 => {
+                            term + (embedding_distillation(x, t)? * self.embedding_distill_weight)?
+                        }
+                        _ => Ok(term),
+                    }
+                };
+                let express = imitate(last, (express_at(last)? + express_at(&first(last, k)?)?)?)?;
                 let mut compress = compress_at(last)?;
                 let mut total = express;
                 let shallow = layers.len() - 1;
@@ -439,7 +469,8 @@ impl Objective {
                     let mut compress_shallow = Tensor::zeros((), DType::F32, last.device())?;
                     for (i, x) in layers[..shallow].iter().enumerate() {
                         let w = layer_weight(i + 1);
-                        express_shallow = (express_shallow + (express_at(&first(x, k)?)? * w)?)?;
+                        let express = imitate(x, express_at(&first(x, k)?)?)?;
+                        express_shallow = (express_shallow + (express * w)?)?;
                         compress_shallow = (compress_shallow + (compress_at(x)? * w)?)?;
                     }
                     let scale = self.shallow_weight / shallow as f64;
@@ -556,37 +587,64 @@ mod tests {
         let (rows, d, k) = (6, 8, 4);
         let layers: Vec<Tensor> = (0..3).map(|_| random(rows, d)).collect();
         let teacher = random(rows, d);
-        let objective = |distill_weight: f64| Objective {
+        let objective = |distill_weight: f64, embedding_distill_weight: f64| Objective {
             mode: Mode::Ese,
             angle: AngleLoss::default(),
             compression_size: k,
             kl_temperature: 1.0,
-            shallow_weight: 1.0,
+            shallow_weight: 3.0,
             distill_weight,
+            embedding_distill_weight,
         };
-        let total = |distill_weight: f64, teacher: Option<&Tensor>| {
-            objective(distill_weight)
+        let total = |weights: (f64, f64), teacher: Option<&Tensor>| {
+            objective(weights.0, weights.1)
                 .loss(&layers, &Layout::Triplets, None, teacher)
                 .map(|v| scalar(&v.total))
         };
-        let paper = total(0.0, None).unwrap();
+        let paper = total((0.0, 0.0), None).unwrap();
         // Off, the teacher changes nothing; on, it is required.
-        assert_eq!(total(0.0, Some(&teacher)).unwrap(), paper);
-        assert!(total(0.5, None).is_err());
+        assert_eq!(total((0.0, 0.0), Some(&teacher)).unwrap(), paper);
+        assert!(total((0.5, 0.0), None).is_err());
+        assert!(total((0.0, 0.5), None).is_err());
+        // Each term on every trained layer, shallow ones weighted w_i * 3 / 2.
+        let weighted = |last: f64, shallow: [f64; 2]| {
+            last + 1.5 * (layer_weight(1) * shallow[0] + layer_weight(2) * shallow[1])
+        };
         let scale = AngleLoss::default().ibn_tau;
         let distil = |x: &Tensor| scalar(&similarity_distillation(x, &teacher, scale).unwrap());
         let narrow = |x: &Tensor| x.narrow(1, 0, k).unwrap();
-        let expected = distil(&layers[2])
-            + distil(&narrow(&layers[2]))
-            + (layer_weight(1) * distil(&narrow(&layers[0]))
-                + layer_weight(2) * distil(&narrow(&layers[1])))
-                / 2.0;
-        let got = total(0.5, Some(&teacher)).unwrap() - paper;
-        assert!(
-            (got - 0.5 * expected).abs() < 1e-4,
-            "{got} vs {}",
-            0.5 * expected
+        let similarities = weighted(
+            distil(&layers[2]) + distil(&narrow(&layers[2])),
+            [distil(&narrow(&layers[0])), distil(&narrow(&layers[1]))],
         );
+        let imitate = |x: &Tensor| scalar(&embedding_distillation(x, &teacher).unwrap());
+        let embeddings = weighted(
+            imitate(&layers[2]),
+            [imitate(&layers[0]), imitate(&layers[1])],
+        );
+        for (weights, expected) in [
+            ((0.5, 0.0), 0.5 * similarities),
+            ((0.0, 2.0), 2.0 * embeddings),
+            ((0.5, 2.0), 0.5 * similarities + 2.0 * embeddings),
+        ] {
+            let got = total(weights, Some(&teacher)).unwrap() - paper;
+            assert!(
+                (got - expected).abs() < 1e-4,
+                "{weights:?}: {got} vs {expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn embedding_distillation_is_one_minus_cosine_per_row() {
+        let teacher = t(&[&[1.0, 0.0], &[0.0, 2.0]]);
+        // Row 0 at 60 degrees (cos 0.5), row 1 the same direction at another length (cos 1).
+        let student = t(&[&[1.0, 3f32.sqrt()], &[0.0, 0.5]]);
+        let got = scalar(&embedding_distillation(&student, &teacher).unwrap());
+        assert!((got - 0.25).abs() < 1e-6, "{got}");
+        // Unlike the similarity distillation, other coordinates are another embedding.
+        let permuted = t(&[&[0.0, 1.0], &[2.0, 0.0]]);
+        assert!((scalar(&embedding_distillation(&permuted, &teacher).unwrap()) - 1.0).abs() < 1e-6);
     }
 
     #[test]
@@ -752,6 +810,7 @@ mod tests {
                 kl_temperature: 1.0,
                 shallow_weight: 1.0,
                 distill_weight: 0.0,
+                embedding_distill_weight: 0.0,
             };
             let layers: Vec<Tensor> = case.layers.iter().map(stacked).collect();
             let got = objective
@@ -795,6 +854,7 @@ mod tests {
                 kl_temperature: 1.0,
                 shallow_weight: 1.0,
                 distill_weight: 0.0,
+                embedding_distill_weight: 0.0,
             };
             let got = objective
                 .loss(&[x], &Layout::Triplets, None, None)

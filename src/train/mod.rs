@@ -153,13 +153,20 @@ fn validate(options: &TrainOptions) -> Result<()> {
     for (flag, weight) in [
         ("--shallow-weight", objective.shallow_weight),
         ("--distill-weight", objective.distill_weight),
+        (
+            "--embedding-distill-weight",
+            objective.embedding_distill_weight,
+        ),
     ] {
         if !(weight.is_finite() && weight >= 0.0) {
             bail!("{flag} must be a number, 0 or more (got {weight})");
         }
     }
-    if objective.distill_weight > 0.0 && objective.mode != Mode::Ese {
-        bail!("--distill-weight distils into the layers ESE trains: use it with --mode ese");
+    if objective.needs_teacher() && objective.mode != Mode::Ese {
+        bail!(
+            "--distill-weight and --embedding-distill-weight distil into the layers ESE trains: \
+             use them with --mode ese"
+        );
     }
     Ok(())
 }
@@ -249,7 +256,8 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
     }
 
     // The teacher is the untouched base model, run by the inference encoder (no gradients).
-    let teacher = (objective.distill_weight > 0.0)
+    let teacher = objective
+        .needs_teacher()
         .then(|| {
             let teacher_options = EncoderOptions {
                 pooling: Some(model.pooling),
@@ -493,14 +501,29 @@ fn model_card(record: &RunRecord, summary: &TrainSummary) -> String {
         .map(|d| format!("{} ({} examples)", d.source.path().display(), d.examples))
         .collect();
     let mode = match record.objective.mode {
-        Mode::Ese if record.objective.shallow_weight != 1.0 => format!(
-            "ese (compression size {}, shallow layers weighted x{})",
-            record.objective.compression_size, record.objective.shallow_weight
-        ),
-        Mode::Ese => format!(
-            "ese (compression size {})",
-            record.objective.compression_size
-        ),
+        Mode::Ese => {
+            let objective = &record.objective;
+            let mut settings = vec![format!("compression size {}", objective.compression_size)];
+            if objective.shallow_weight != 1.0 {
+                settings.push(format!(
+                    "shallow layers weighted x{}",
+                    objective.shallow_weight
+                ));
+            }
+            if objective.distill_weight > 0.0 {
+                settings.push(format!(
+                    "similarity distillation x{}",
+                    objective.distill_weight
+                ));
+            }
+            if objective.embedding_distill_weight > 0.0 {
+                settings.push(format!(
+                    "embedding distillation x{}",
+                    objective.embedding_distill_weight
+                ));
+            }
+            format!("ese ({})", settings.join(", "))
+        }
         Mode::Pooler => format!(
             "pooler ({} dims{})",
             record.pooler_dim.unwrap_or(0),
@@ -590,6 +613,7 @@ mod tests {
                 kl_temperature: 1.0,
                 shallow_weight: 1.0,
                 distill_weight: 0.0,
+                embedding_distill_weight: 0.0,
             },
             pooling: None,
             pooler_dim: 16,
@@ -722,7 +746,7 @@ mod tests {
     }
 
     #[test]
-    fn distilling_brings_the_shallow_layers_to_the_base_models_neighbourhoods() {
+    fn distilling_brings_the_shallow_layers_to_the_base_models_embeddings() {
         let dir = tempfile::tempdir().unwrap();
         let model_dir = tiny_model(dir.path(), false);
         let data = synthetic_triplets(dir.path(), 64);
@@ -731,36 +755,59 @@ mod tests {
         let base = Encoder::load(&model_dir, &EncoderOptions::default()).unwrap();
         let teacher = teacher_embeddings(&base, &texts, &Device::Cpu).unwrap();
         let k = 16;
-        // How far layer 1's first k dimensions are from the base model's last layer.
-        let gap = |model: &Path| {
+        // How far layer 1 is from the base model's last layer: its first k dimensions'
+        // neighbourhoods, and its full-width embeddings.
+        let gaps = |model: &Path| {
             let model = TrainableModel::load(model, None, 16, HeadSetup::None).unwrap();
             let first = model.embed(&texts, true, false).unwrap().remove(0);
             let student = first.narrow(1, 0, k).unwrap();
-            let value = loss::similarity_distillation(&student, &teacher, 20.0).unwrap();
-            value.to_scalar::<f32>().unwrap() as f64
+            let similarities = loss::similarity_distillation(&student, &teacher, 20.0).unwrap();
+            let embeddings = loss::embedding_distillation(&first, &teacher).unwrap();
+            [similarities, embeddings].map(|v| v.to_scalar::<f32>().unwrap() as f64)
         };
-        let trained = |name: &str, distill_weight: f64| {
+        let trained = |name: &str, distill_weight: f64, embedding_distill_weight: f64| {
             let out = dir.path().join(name);
             let mut opts = options(&model_dir, &out, &data, Mode::Ese);
             opts.objective.distill_weight = distill_weight;
+            opts.objective.embedding_distill_weight = embedding_distill_weight;
             train(&opts).unwrap();
             let record: serde_json::Value = util::read_json(&out.join("ese.json")).unwrap();
-            assert_eq!(record["run"]["objective"]["distill_weight"], distill_weight);
+            let objective = &record["run"]["objective"];
+            assert_eq!(objective["distill_weight"], distill_weight);
+            assert_eq!(
+                objective["embedding_distill_weight"],
+                embedding_distill_weight
+            );
             out
         };
-        let (before, plain, distilled) = (
-            gap(&model_dir),
-            gap(&trained("plain", 0.0)),
-            gap(&trained("distilled", 5.0)),
+        let before = gaps(&model_dir);
+        let plain = gaps(&trained("plain", 0.0, 0.0));
+        let similarities = gaps(&trained("similarities", 5.0, 0.0));
+        let embeddings = gaps(&trained("embeddings", 0.0, 20.0));
+        assert!(
+            similarities[0] < 0.7 * before[0] && similarities[0] < 0.7 * plain[0],
+            "layer 1's neighbourhoods vs the base model's last layer: {} before, {} after plain \
+             ESE, {} after distilling similarities",
+            before[0],
+            plain[0],
+            similarities[0]
         );
         assert!(
-            distilled < 0.7 * before && distilled < 0.7 * plain,
-            "layer 1 vs the base model's last layer: {before} before, {plain} after plain ESE, \
-             {distilled} after distilling"
+            embeddings[1] < 0.7 * before[1] && embeddings[1] < 0.7 * plain[1],
+            "layer 1's embeddings vs the base model's last layer (1 - cos): {} before, {} after \
+             plain ESE, {} after distilling embeddings",
+            before[1],
+            plain[1],
+            embeddings[1]
         );
-        let mut opts = options(&model_dir, &dir.path().join("raw"), &data, Mode::Raw);
-        opts.objective.distill_weight = 1.0;
-        assert!(train(&opts).is_err(), "distilling is an ESE option");
+        for (flag, weights) in [("similarities", (1.0, 0.0)), ("embeddings", (0.0, 1.0))] {
+            let mut opts = options(&model_dir, &dir.path().join("raw"), &data, Mode::Raw);
+            (
+                opts.objective.distill_weight,
+                opts.objective.embedding_distill_weight,
+            ) = weights;
+            assert!(train(&opts).is_err(), "distilling {flag} is an ESE option");
+        }
     }
 
     #[test]
