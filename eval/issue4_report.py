@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 4: gathers what eval/issue4_train.sh, issue4_hotpot.sh, issue4_train_speed.sh and
-`rag eval-sts` wrote under eval/issue4/ into one report, eval/issue4/README.md, with every target
+"""Issue 4: gathers what eval/issue4_train.sh, issue4_sts.sh, issue4_hotpot.sh and
+issue4_train_speed.sh wrote under eval/issue4/ into one report, eval/issue4/README.md, with every target
 of the issue next to the measured value. Reads only; run it after the scripts.
 
     python3 eval/issue4_report.py
@@ -75,12 +75,12 @@ def main():
              "All models start from the default all-MiniLM-L6-v2 and train one epoch on the NLI",
              "triplets (8,094 SNLI + MultiNLI dev premises; 252 steps of 32), seed 42, lr 5e-5, max",
              "length 64, mean pooling, on 2 cores. Scripts: `eval/issue4_train.sh` (training),",
-             "`rag eval-sts` (STS), `eval/issue4_hotpot.sh` (HotpotQA), `eval/issue4_train_speed.sh`.",
+             "`eval/issue4_sts.sh` (STS), `eval/issue4_hotpot.sh` (HotpotQA), `eval/issue4_train_speed.sh`.",
              "Re-generate this page with `python3 eval/issue4_report.py`.", ""]
 
     ese_sts, sw2, raw_sts, mrl = (sts.get(n) for n in ["ese-nli", "ese-sw2-nli", "raw-nli", "mrl-nli"])
     best = load(OUT / "hotpot-ese-titled-c64-embed-600.json")
-    if all([ese_sts, sw2, raw_sts, mrl, best, hotpot.get("raw-nli")]):
+    if all([ese_sts, sw2, raw_sts, mrl, best, hotpot.get("raw-nli"), hotpot.get("ese-nli")]):
         gap = lambda model, other, dim: shallow(model, dim) - shallow(other, dim)
         lines += ["## The issue's targets", "",
                   "| target | measured |", "| --- | --- |",

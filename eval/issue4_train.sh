@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 4: trains the default MiniLM with every objective on the same data, seed and steps
-# (NLI triplets, one epoch), then evaluates each model on STS and HotpotQA retrieval.
+# (NLI triplets, one epoch); eval/issue4_sts.sh and eval/issue4_hotpot.sh evaluate the models.
 # Resumable: a finished model is skipped, an interrupted one resumes from its checkpoint.
 #
 #   eval/issue4_train.sh [MODE...]     (default: ese raw mrl pooler 2dmse)
