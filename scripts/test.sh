@@ -6,13 +6,36 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 ensure_build_deps
 scripts/fetch-models.sh encoder
-# Integration tests that need a model skip when it is missing; say so where CI logs show it
-# (cargo hides the output of tests that pass).
+# Integration tests that need a model or the data skip when it is missing, unless RAG_REQUIRE
+# (CI sets RAG_REQUIRE=models,data) names it: then they fail. The generation tests use the
+# default generator, else the small one, which is fetched here when models are required.
 llm=data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-[ -f "${RAG_LLM:-$llm}" ] ||
-  echo "note: ${RAG_LLM:-$llm} is missing, so the generation tests will SKIP (scripts/fetch-models.sh llm fetches it)"
+if [ ! -f "${RAG_LLM:-$llm}" ]; then
+  case ",${RAG_REQUIRE:-}," in
+    *,models,*|*,all,*) scripts/fetch-models.sh llm-small ;;
+    *) [ -f data/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf ] ||
+         echo "note: no GGUF generator, so the generation tests will SKIP (scripts/fetch-models.sh llm or llm-small fetches one)" ;;
+  esac
+fi
 [ -d "${RAG_DATA:-../shared/data}/hotpotqa" ] ||
   echo "note: ${RAG_DATA:-../shared/data}/hotpotqa is missing, so the HotpotQA end-to-end test will SKIP"
 [ -d "${RAG_DATA:-../shared/data}/sts" ] ||
   echo "note: ${RAG_DATA:-../shared/data}/sts is missing, so the STS test on the default model will SKIP"
-cargo test --release "$@"
+# Tests that skip (a CPU feature missing, or a model without RAG_REQUIRE) say why here, listed
+# once at the end.
+RAG_SKIP_LOG=$(mktemp)
+results=$(mktemp)
+export RAG_SKIP_LOG
+trap 'rm -f "$RAG_SKIP_LOG" "$results"' EXIT
+set +e
+cargo test --release "$@" 2>&1 | tee "$results"
+status=${PIPESTATUS[0]}
+set -e
+if [ -s "$RAG_SKIP_LOG" ]; then
+  echo "skipped: $(sort -u "$RAG_SKIP_LOG" | paste -sd ';' | sed 's/;/; /g')"
+else
+  echo "skipped: none"
+fi
+# One closing line for the whole suite (cargo prints one per test binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$results"
+exit "$status"

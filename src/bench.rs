@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::corpus::{self, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions, Precision};
-use crate::retrieve::{Mode, Retriever, SearchRequest};
+use crate::retrieve::{Mode, Retriever, SearchRequest, Strategy};
 use crate::util::ms_since;
 
 #[derive(Debug, Clone)]
@@ -100,6 +100,7 @@ pub struct QueryBenchOptions {
     pub questions: PathBuf,
     pub limit: usize,
     pub modes: Vec<Mode>,
+    pub hops: u8,
     pub k: usize,
     pub layers: Option<usize>,
     pub dim: Option<usize>,
@@ -108,6 +109,7 @@ pub struct QueryBenchOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {
     pub mode: Mode,
+    pub hops: u8,
     pub queries: usize,
     pub p50_ms: f64,
     pub p90_ms: f64,
@@ -145,11 +147,12 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
         .modes
         .iter()
         .map(|&mode| {
+            let strategy = Strategy::new(mode, options.hops)?;
             let request = |query: &str| {
                 retriever.search(&SearchRequest {
                     query,
                     k: options.k,
-                    mode,
+                    strategy,
                     layers: Some(layers),
                     dim: Some(dim),
                 })
@@ -172,6 +175,7 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
             times.sort_by(f64::total_cmp);
             Ok(Latency {
                 mode,
+                hops: options.hops,
                 queries: times.len(),
                 p50_ms: percentile(&times, 0.50),
                 p90_ms: percentile(&times, 0.90),

@@ -9,17 +9,18 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
+use crate::ask::{AskResult, AskSettings, Pipeline};
 use crate::bench;
-use crate::corpus::{Paragraph, DEFAULT_TEMPLATE};
+use crate::corpus::DEFAULT_TEMPLATE;
 use crate::encoder::{Encoder, EncoderOptions, Pooling, Precision};
 use crate::eval::run::{Cell, RunConfig, RunOptions};
 use crate::eval::sts::{self, Reduction, StsDataset, StsOptions};
 use crate::generate::{
-    Answer, Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
+    Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
 };
 use crate::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use crate::progress::ProgressMode;
-use crate::retrieve::{Hit, Mode, Retriever, SearchRequest, SearchResponse};
+use crate::retrieve::{Mode, Retriever, SearchRequest, SearchResponse, Strategy, Tuning};
 use crate::serve;
 use crate::train::{
     self, data,
@@ -182,8 +183,9 @@ pub struct SearchArgs {
     /// How many paragraphs.
     #[arg(long, short, default_value_t = 5)]
     pub k: usize,
-    #[arg(long, value_enum, default_value_t = Mode::Dense)]
-    pub mode: Mode,
+    /// Default: dense, one hop.
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
     /// Depth to query (default: the deepest stored).
     #[arg(long)]
     pub layers: Option<usize>,
@@ -192,6 +194,63 @@ pub struct SearchArgs {
     pub dim: Option<usize>,
     #[arg(long)]
     pub json: bool,
+}
+
+/// How questions are searched. Each command has its own defaults (plain dense for `search`, the
+/// best measured for `ask`, `eval` and `serve`).
+#[derive(Args, Debug, Clone)]
+pub struct StrategyArgs {
+    /// dense: ESE vectors; bm25: words; hybrid: reciprocal-rank fusion of both; fusion: a
+    /// weighted sum of both's scaled scores.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// 2 searches again with the question joined to each of the first hop's best paragraphs
+    /// and merges both hops (for questions that need two paragraphs).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub hops: Option<u8>,
+    /// Dense weight of `--mode fusion`, between 0 (BM25 alone) and 1 (dense alone).
+    #[arg(long, default_value_t = Tuning::default().fusion_weight)]
+    pub fusion_weight: f32,
+    /// With --hops 2: first-hop paragraphs that each seed a second-hop search.
+    #[arg(long, default_value_t = Tuning::default().hop_beam)]
+    pub hop_beam: usize,
+    /// With --hops 2: how much second-hop evidence counts beside first-hop evidence.
+    #[arg(long, default_value_t = Tuning::default().hop_weight)]
+    pub hop_weight: f32,
+}
+
+impl StrategyArgs {
+    /// The strategy asked for, `default` filling in what was not.
+    fn strategy(&self, default: Strategy) -> Result<Strategy> {
+        Strategy::new(
+            self.mode.unwrap_or(default.mode),
+            self.hops.unwrap_or(default.hops),
+        )
+    }
+
+    fn tuning(&self) -> Tuning {
+        Tuning {
+            fusion_weight: self.fusion_weight,
+            hop_beam: self.hop_beam,
+            hop_weight: self.hop_weight,
+        }
+    }
+
+    fn open(&self, index: &Path, model: Option<&Path>, precision: Precision) -> Result<Retriever> {
+        Retriever::open(index, model, precision)?.with_tuning(self.tuning())
+    }
+}
+
+/// What the generator reads.
+#[derive(Args, Debug, Clone)]
+pub struct ContextArgs {
+    /// Paragraphs retrieved; the context is made from them.
+    #[arg(long, default_value_t = crate::ask::DEFAULT_TOP_K)]
+    pub top_k: usize,
+    /// Token budget (the generator's tokens) for the retrieved paragraphs' best sentences;
+    /// 0 puts the paragraphs in whole.
+    #[arg(long, default_value_t = crate::ask::DEFAULT_CONTEXT_TOKENS)]
+    pub context_tokens: usize,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -225,6 +284,10 @@ pub struct GenerationArgs {
     /// Show llama.cpp's own log.
     #[arg(long)]
     pub verbose: bool,
+    /// Evaluate every prompt whole instead of reusing the opening it shares with the previous
+    /// one (the same answers, slower).
+    #[arg(long)]
+    pub no_prefix_cache: bool,
 }
 
 impl GenerationArgs {
@@ -240,6 +303,7 @@ impl GenerationArgs {
                 ctx_size: self.ctx_size,
                 threads: self.threads,
                 verbose: self.verbose,
+                reuse_prefix: !self.no_prefix_cache,
             },
         )
     }
@@ -266,11 +330,11 @@ pub struct AskArgs {
     pub model: Option<PathBuf>,
     #[command(flatten)]
     pub precision: PrecisionArg,
-    /// Paragraphs put in the prompt.
-    #[arg(long, default_value_t = 5)]
-    pub top_k: usize,
-    #[arg(long, value_enum, default_value_t = Mode::Dense)]
-    pub mode: Mode,
+    /// Default: the best measured (see eval/answers/).
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
+    #[command(flatten)]
+    pub context: ContextArgs,
     /// Depth to query (default: the deepest stored).
     #[arg(long)]
     pub layers: Option<usize>,
@@ -308,14 +372,18 @@ pub struct EvalArgs {
     /// Evaluate every layers x dims pair (and draw a heatmap).
     #[arg(long)]
     pub sweep: bool,
-    #[arg(long, value_enum, default_value_t = Mode::Dense)]
-    pub mode: Mode,
-    /// Paragraphs put in the prompt.
-    #[arg(long, default_value_t = 5)]
-    pub top_k: usize,
+    /// Default: the best measured (see eval/answers/).
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
+    #[command(flatten)]
+    pub context: ContextArgs,
     /// Retrieval recall only.
     #[arg(long)]
     pub no_generate: bool,
+    /// Build every prompt (the generator's tokenizer loaded) and measure it, answer in
+    /// context and prompt tokens, without generating: a fast way to compare context settings.
+    #[arg(long, conflicts_with = "no_generate")]
+    pub context_only: bool,
     /// Answer from the gold paragraphs: the generator's ceiling.
     #[arg(long, conflicts_with_all = ["no_generate", "sweep", "layers", "dims"])]
     pub oracle: bool,
@@ -497,6 +565,12 @@ pub struct ServeArgs {
     /// How /ask generates (with --llm).
     #[command(flatten)]
     pub generation: GenerationArgs,
+    /// How /ask retrieves when a request does not say (default: the best measured).
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
+    /// What /ask's generator reads when a request does not say.
+    #[command(flatten)]
+    pub context: ContextArgs,
     /// Address to listen on; loopback unless you mean to expose it.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: std::net::SocketAddr,
@@ -562,9 +636,12 @@ pub struct BenchQueryArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "dense,bm25,hybrid"
+        default_value = "dense,bm25,hybrid,fusion"
     )]
     pub modes: Vec<Mode>,
+    /// 2 adds the second hop to every mode.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub hops: u8,
     #[arg(long, short, default_value_t = 5)]
     pub k: usize,
     #[arg(long)]
@@ -655,11 +732,14 @@ fn run_index(args: IndexArgs) -> Result<()> {
 }
 
 fn run_search(args: SearchArgs) -> Result<()> {
-    let retriever = Retriever::open(&args.index, args.model.as_deref(), args.precision.precision)?;
+    let strategy = args.strategy.strategy(Strategy::default())?;
+    let retriever =
+        args.strategy
+            .open(&args.index, args.model.as_deref(), args.precision.precision)?;
     let response = retriever.search(&SearchRequest {
         query: &args.query,
         k: args.k,
-        mode: args.mode,
+        strategy,
         layers: args.layers,
         dim: args.dim,
     })?;
@@ -672,13 +752,15 @@ fn run_search(args: SearchArgs) -> Result<()> {
 
 fn print_hits(response: &SearchResponse) {
     for hit in &response.hits {
-        println!("{:>2}. {:.4}  {}", hit.rank, hit.score, hit.title);
+        let hop = if hit.hop == 2 { "  (second hop)" } else { "" };
+        println!("{:>2}. {:.4}  {}{hop}", hit.rank, hit.score, hit.title);
         println!("    {}", snippet(&hit.text, 200));
     }
     println!(
-        "{} results ({} mode, layers {}, dim {}) in {:.1} ms (encode {:.1} ms, search {:.1} ms)",
+        "{} results ({} mode, {} hop(s), layers {}, dim {}) in {:.1} ms (encode {:.1} ms, search {:.1} ms)",
         response.hits.len(),
         response.mode,
+        response.hops,
         response.layers,
         response.dim,
         response.timings.total_ms,
@@ -698,153 +780,72 @@ fn snippet(text: &str, max_chars: usize) -> String {
     }
 }
 
-#[derive(Debug, Serialize)]
-struct AskTimings {
-    model_load_ms: f64,
-    encode_ms: f64,
-    search_ms: f64,
-    prompt_ms: f64,
-    /// Time to answer, from the question to the last token (the model already loaded).
-    total_ms: f64,
-    /// llama.cpp's own prompt evaluation plus generation time.
-    llama_ms: f64,
-    /// Everything else: retrieval, prompt building, and the glue around llama.cpp.
-    overhead_ms: f64,
-    overhead_percent: f64,
-}
-
-#[derive(Debug, Serialize)]
-struct AskResponse {
-    question: String,
-    answer: String,
-    mode: Mode,
-    layers: usize,
-    dim: usize,
-    sources: Vec<Source>,
-    dropped_paragraphs: usize,
-    generation: crate::generate::Generation,
-    timings: AskTimings,
-}
-
-#[derive(Debug, Serialize)]
-struct Source {
-    rank: usize,
-    title: String,
-    score: f32,
+impl ContextArgs {
+    fn settings(
+        &self,
+        strategy: Strategy,
+        layers: Option<usize>,
+        dim: Option<usize>,
+    ) -> AskSettings {
+        AskSettings {
+            strategy,
+            layers,
+            dim,
+            top_k: self.top_k,
+            context_tokens: self.context_tokens,
+        }
+    }
 }
 
 fn run_ask(args: AskArgs) -> Result<()> {
     crate::retrieve::validate_question(&args.question)?;
     let spec = args.generator.prompt()?;
-    let retriever = Retriever::open(&args.index, args.model.as_deref(), args.precision.precision)?;
+    let settings = args.context.settings(
+        args.strategy.strategy(crate::ask::DEFAULT_STRATEGY)?,
+        args.layers,
+        args.dim,
+    );
+    let retriever =
+        args.strategy
+            .open(&args.index, args.model.as_deref(), args.precision.precision)?;
     let loading = Instant::now();
     let generator = args.generator.load()?;
     let model_load_ms = ms_since(loading);
-
-    let started = Instant::now();
-    let response = retriever.search(&SearchRequest {
-        query: &args.question,
-        k: args.top_k,
-        mode: args.mode,
-        layers: args.layers,
-        dim: args.dim,
-    })?;
-    let passages: Vec<Paragraph> = response.hits.iter().map(Hit::paragraph).collect();
+    let pipeline = Pipeline::new(&retriever, &generator, &spec);
     let stream = args.stream && !args.json;
-    let Answer {
-        generation,
-        dropped,
-        prompt_ms,
-    } = generator.answer(&spec, &response.query, &passages, |piece| {
+    let answer = pipeline.ask(&args.question, &settings, |piece| {
         if stream {
             print!("{piece}");
             let _ = std::io::stdout().flush();
         }
         true
     })?;
-    let total_ms = ms_since(started);
-    let llama_ms = generation.llama_prompt_eval_ms + generation.llama_eval_ms;
-    let timings = AskTimings {
-        model_load_ms,
-        encode_ms: response.timings.encode_ms,
-        search_ms: response.timings.search_ms,
-        prompt_ms,
-        total_ms,
-        llama_ms,
-        overhead_ms: total_ms - llama_ms,
-        overhead_percent: 100.0 * (total_ms - llama_ms) / total_ms,
-    };
-    if dropped > 0 {
+    if answer.dropped_paragraphs > 0 {
         eprintln!(
-            "note: left out the {dropped} lowest-ranked of {} paragraphs to fit the model's context (--ctx-size)",
-            passages.len()
+            "note: left out the {} lowest-ranked of {} paragraphs to fit the model's context (--ctx-size)",
+            answer.dropped_paragraphs,
+            answer.sources.len()
         );
     }
-    let ask = AskResponse {
-        question: response.query.clone(),
-        answer: generation.text.clone(),
-        mode: response.mode,
-        layers: response.layers,
-        dim: response.dim,
-        sources: response
-            .hits
-            .iter()
-            .map(|h| Source {
-                rank: h.rank,
-                title: h.title.clone(),
-                score: h.score,
-            })
-            .collect(),
-        dropped_paragraphs: dropped,
-        generation,
-        timings,
-    };
     if args.json {
-        return print_json(&ask);
+        #[derive(Serialize)]
+        struct WithLoad<'a> {
+            #[serde(flatten)]
+            answer: &'a AskResult,
+            model_load_ms: f64,
+        }
+        return print_json(&WithLoad {
+            answer: &answer,
+            model_load_ms,
+        });
     }
     if stream {
         println!();
     } else {
-        println!("{}", ask.answer);
+        println!("{}", answer.answer);
     }
-    print_ask_details(&ask, passages.len() - dropped);
+    crate::ask::present::print_details(&answer, model_load_ms);
     Ok(())
-}
-
-fn print_ask_details(ask: &AskResponse, used: usize) {
-    println!(
-        "\nsources ({} mode, layers {}, dim {}; the first {used} in the prompt):",
-        ask.mode, ask.layers, ask.dim
-    );
-    for s in &ask.sources {
-        println!("{:>3}. {:.4}  {}", s.rank, s.score, s.title);
-    }
-    let g = &ask.generation;
-    let t = &ask.timings;
-    println!(
-        "\ntimings: encode {:.1} ms, search {:.1} ms, prompt {:.1} ms; prompt eval {} tokens in {:.0} ms; generation {} tokens in {:.0} ms ({:.1} tokens/s; llama.cpp: {} in {:.0} ms, {:.1} tokens/s)",
-        t.encode_ms,
-        t.search_ms,
-        t.prompt_ms,
-        g.prompt_tokens,
-        g.prompt_eval_ms,
-        g.generated_tokens,
-        g.generation_ms,
-        g.tokens_per_second,
-        g.llama_eval_tokens,
-        g.llama_eval_ms,
-        g.llama_tokens_per_second,
-    );
-    println!(
-        "answered in {:.0} ms: llama.cpp {:.0} ms (prompt eval {:.0} + generation {:.0}), everything else {:.1} ms ({:.1}%); model load {:.0} ms before that",
-        t.total_ms,
-        t.llama_ms,
-        g.llama_prompt_eval_ms,
-        g.llama_eval_ms,
-        t.overhead_ms,
-        t.overhead_percent,
-        t.model_load_ms
-    );
 }
 
 /// The grid an evaluation covers: the paper's (layers 1,3,6 x dims 32..384) for a bare
@@ -890,6 +891,7 @@ fn run_eval(args: EvalArgs) -> Result<()> {
     if questions.is_empty() {
         bail!("{} has no questions", path.display());
     }
+    let strategy = args.strategy.strategy(crate::ask::DEFAULT_STRATEGY)?;
     let spec = (!args.no_generate)
         .then(|| args.generator.prompt())
         .transpose()?;
@@ -915,7 +917,9 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             progress: ProgressMode::for_stderr(),
         };
         let dir = crate::eval::index_with_depths(&build, &layers)?;
-        let retriever = Retriever::open(&dir, None, args.encoder.precision.precision)?;
+        let retriever = args
+            .strategy
+            .open(&dir, None, args.encoder.precision.precision)?;
         let dims = dims.unwrap_or_else(|| vec![retriever.index.manifest.default_dim]);
         let mut cells = Vec::new();
         for &depth in &layers {
@@ -930,8 +934,17 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         questions_file: path.clone(),
         questions: questions.len(),
         cells: cells.clone(),
-        mode: args.mode,
-        top_k: args.top_k,
+        mode: strategy.mode,
+        hops: strategy.hops,
+        tuning: Some(args.strategy.tuning()),
+        top_k: args.context.top_k,
+        // Retrieval alone reads no context.
+        context_tokens: if spec.is_some() {
+            args.context.context_tokens
+        } else {
+            0
+        },
+        context_only: args.context_only,
         oracle: args.oracle,
         generator: generator.as_ref().map(|g| g.name.clone()),
         prompt_style: spec.as_ref().map(|s| s.style.to_string()),
@@ -943,12 +956,21 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| run_name(&config, args.generator.llm.as_path()));
     let dir = args.runs_dir.join(&name);
+    let pipeline = generator
+        .as_ref()
+        .zip(spec.as_ref())
+        .map(|(generator, spec)| Pipeline {
+            retriever: retriever.as_ref(),
+            generator,
+            spec,
+            weights: Default::default(),
+        });
     let summary = crate::eval::run::run(&RunOptions {
         dir: dir.clone(),
         config,
         questions: &questions,
         retriever: retriever.as_ref(),
-        generator: generator.as_ref().zip(spec.as_ref()),
+        pipeline: pipeline.as_ref(),
         fresh: args.fresh,
         progress: ProgressMode::for_stderr(),
     })?;
@@ -977,13 +999,32 @@ fn run_name(config: &RunConfig, llm: &Path) -> String {
         v.dedup();
         join(&v)
     };
-    let retrieval = format!("{}-L{}-d{}", config.mode, dedup(layers), dedup(dims));
+    let weight = match (config.mode, config.tuning) {
+        (Mode::Fusion, Some(t)) => t.fusion_weight.to_string(),
+        _ => String::new(),
+    };
+    let hops = match config.tuning {
+        Some(t) if config.hops > 1 => {
+            format!("-{}hop-b{}w{}", config.hops, t.hop_beam, t.hop_weight)
+        }
+        _ => String::new(),
+    };
+    let retrieval = format!(
+        "{}{weight}{hops}-L{}-d{}",
+        config.mode,
+        dedup(layers),
+        dedup(dims)
+    );
     let llm = llm
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let context = match config.context_tokens {
+        0 => String::new(),
+        tokens => format!("-c{tokens}"),
+    };
     let what = match (&config.prompt_style, config.oracle) {
         (Some(style), true) => format!("oracle-{style}-{llm}"),
-        (Some(style), false) => format!("{retrieval}-k{}-{style}-{llm}", config.top_k),
+        (Some(style), false) => format!("{retrieval}-k{}{context}-{style}-{llm}", config.top_k),
         (None, _) => format!("{retrieval}-retrieval"),
     };
     format!("{what}-n{}", config.questions)
@@ -1060,6 +1101,7 @@ fn run_bench_query(args: BenchQueryArgs) -> Result<()> {
             .unwrap_or_else(|| args.data.distractor_questions()),
         limit: args.limit,
         modes: args.modes.clone(),
+        hops: args.hops,
         k: args.k,
         layers: args.layers,
         dim: args.dim,
@@ -1097,6 +1139,11 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             max_tokens: args.batch_tokens.max(1),
             queue: args.queue,
         },
+        ask: args.context.settings(
+            args.strategy.strategy(crate::ask::DEFAULT_STRATEGY)?,
+            None,
+            None,
+        ),
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -1118,10 +1165,15 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             listener.local_addr()?
         );
         let precision = args.precision();
-        let (index_dir, model, llm, generation) =
-            (args.index, args.model, args.llm, args.generation);
+        let (index_dir, model, llm, generation, strategy) = (
+            args.index,
+            args.model,
+            args.llm,
+            args.generation,
+            args.strategy,
+        );
         let load = move || {
-            let retriever = Arc::new(Retriever::open(&index_dir, model.as_deref(), precision)?);
+            let retriever = Arc::new(strategy.open(&index_dir, model.as_deref(), precision)?);
             let answerer = match llm {
                 Some(path) => Some(Arc::new(serve::RagAnswerer {
                     retriever: Arc::clone(&retriever),

@@ -5,7 +5,9 @@
 mod common;
 
 use std::path::Path;
+use std::time::Instant;
 
+use rag::ask::{AskSettings, Pipeline};
 use rag::corpus::{read_questions, Paragraph};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
@@ -13,7 +15,7 @@ use rag::eval::run::{self, Cell, RunConfig, RunOptions};
 use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
 use rag::progress::ProgressMode;
-use rag::retrieve::{Mode, Retriever, SearchTimings};
+use rag::retrieve::{Mode, Retriever, SearchResponse, SearchTimings, Strategy};
 
 /// `records` HotpotQA questions, each asking about its first paragraph ("fact n") among
 /// three.
@@ -83,7 +85,11 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         questions: questions.len(),
         cells: cells.clone(),
         mode: Mode::Bm25,
+        hops: 1,
+        tuning: None,
         top_k: 5,
+        context_tokens: 0,
+        context_only: false,
         oracle: false,
         generator: None,
         prompt_style: None,
@@ -96,7 +102,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         config: config.clone(),
         questions: &questions,
         retriever: Some(&retriever),
-        generator: None,
+        pipeline: None,
         fresh,
         progress: ProgressMode::Quiet,
     };
@@ -158,7 +164,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
             .rank(
                 &[prediction.question.as_str()],
                 None,
-                Mode::Dense,
+                Strategy::default(),
                 layers,
                 dim,
                 3,
@@ -168,7 +174,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
             .remove(0);
         let titles: Vec<String> = alone
             .iter()
-            .map(|&(id, _)| retriever.index.document(id).unwrap().title)
+            .map(|s| retriever.index.document(s.id).unwrap().title)
             .collect();
         assert_eq!(
             prediction.retrieved[..3],
@@ -180,10 +186,11 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
 
 #[test]
 fn default_generator_answers_from_context_and_trims_it() {
-    let Some(llm) = common::default_llm() else {
-        return common::skip(
+    let Some(llm) = common::any_llm() else {
+        return common::missing(
             "default_generator_answers_from_context_and_trims_it",
-            "no default GGUF; run scripts/fetch-models.sh llm",
+            "models",
+            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
         );
     };
     let generator = Generator::load(
@@ -204,45 +211,48 @@ fn default_generator_answers_from_context_and_trims_it() {
         text: "Nothing of note happened here. ".repeat(40),
     };
     let spec = PromptSpec::from_flags(Some(PromptStyle::Chat), None).unwrap();
+    let pipeline = Pipeline {
+        retriever: None,
+        generator: &generator,
+        spec: &spec,
+        weights: Default::default(),
+    };
+    let whole = AskSettings {
+        context_tokens: 0,
+        ..Default::default()
+    };
+    let question = "What is the capital of Zorbland?";
+    let answer = |passages: &[Paragraph], on_token: &mut dyn FnMut(&str) -> bool| {
+        pipeline
+            .answer_from(
+                SearchResponse::of_passages(question, passages),
+                &whole,
+                Instant::now(),
+                on_token,
+            )
+            .unwrap()
+    };
     let mut streamed = String::new();
-    let answer = generator
-        .answer(
-            &spec,
-            "What is the capital of Zorbland?",
-            std::slice::from_ref(&paris),
-            |s| {
-                streamed.push_str(s);
-                true
-            },
-        )
-        .unwrap();
-    let g = &answer.generation;
+    let first = answer(std::slice::from_ref(&paris), &mut |s| {
+        streamed.push_str(s);
+        true
+    });
+    let g = &first.generation;
     assert!(g.text.contains("Quimby"), "{g:?}");
     assert_eq!(streamed.trim(), g.text);
     assert!(!g.text.contains('\n'));
     assert!(g.generated_tokens >= 1 && g.generated_tokens <= generator.max_tokens());
     assert!(g.prompt_tokens > 20 && g.llama_prompt_eval_ms > 0.0);
-    assert_eq!(answer.dropped, 0);
+    assert_eq!(first.dropped_paragraphs, 0);
     // A listener that stops wanting tokens (a client gone) ends generation at once.
-    let stopped = generator
-        .answer(
-            &spec,
-            "What is the capital of Zorbland?",
-            std::slice::from_ref(&paris),
-            |_| false,
-        )
-        .unwrap();
+    let stopped = answer(std::slice::from_ref(&paris), &mut |_| false);
     assert_eq!(stopped.generation.stop, "stopped", "{stopped:?}");
     assert!(stopped.generation.generated_tokens < g.generated_tokens.max(2));
     // Four 300-token paragraphs overflow 512 tokens: the lowest-ranked go.
     let passages = vec![paris, filler.clone(), filler.clone(), filler];
-    let answer = generator
-        .answer(&spec, "What is the capital of Zorbland?", &passages, |_| {
-            true
-        })
-        .unwrap();
-    assert!(answer.dropped >= 2, "{answer:?}");
-    assert!(answer.generation.prompt_tokens + generator.max_tokens() <= 512);
+    let trimmed = answer(&passages, &mut |_| true);
+    assert!(trimmed.dropped_paragraphs >= 2, "{trimmed:?}");
+    assert!(trimmed.generation.prompt_tokens + generator.max_tokens() <= 512);
 }
 
 fn one_line_error(args: &[&str]) -> String {
@@ -304,9 +314,93 @@ fn ask_and_eval_report_bad_input_in_one_line() {
         ]);
         assert!(err.contains("--sweep"), "{err}");
     } else {
-        common::skip(
+        common::missing(
             "ask_and_eval_report_bad_input_in_one_line (eval part)",
+            "data",
             "no shared HotpotQA data",
         );
+    }
+}
+
+/// Reusing the previous prompt's opening from the KV cache changes no answer, on every
+/// generator present; it does reuse it from the second question on.
+#[test]
+fn prefix_reuse_gives_the_same_answers() {
+    let llms = common::all_llms();
+    if llms.is_empty() {
+        return common::missing(
+            "prefix_reuse_gives_the_same_answers",
+            "models",
+            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
+        );
+    }
+    let passages = [
+        (
+            "Zorbland",
+            "The capital of Zorbland is Quimby, a port city founded in 1802.",
+        ),
+        (
+            "Quimby",
+            "Quimby has a population of 40,000. Its mayor is Ada Lorne.",
+        ),
+        (
+            "Ada Lorne",
+            "Ada Lorne was born in Vesk in 1961 and studied law.",
+        ),
+    ]
+    .map(|(title, text)| Paragraph {
+        title: title.into(),
+        text: text.into(),
+    });
+    let questions = [
+        "What is the capital of Zorbland?",
+        "Who is the mayor of the capital of Zorbland?",
+        "Where was the mayor of Quimby born?",
+        "When was Quimby founded?",
+    ];
+    let spec = PromptSpec::from_flags(None, None).unwrap();
+    let whole = AskSettings {
+        context_tokens: 0,
+        ..Default::default()
+    };
+    for llm in llms {
+        let answers = |reuse_prefix: bool| {
+            let generator = Generator::load(
+                &llm,
+                &GeneratorOptions {
+                    reuse_prefix,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let pipeline = Pipeline {
+                retriever: None,
+                generator: &generator,
+                spec: &spec,
+                weights: Default::default(),
+            };
+            questions
+                .iter()
+                .map(|q| {
+                    let response = SearchResponse::of_passages(q, &passages);
+                    let g = pipeline
+                        .answer_from(response, &whole, Instant::now(), |_| true)
+                        .unwrap()
+                        .generation;
+                    (g.text, g.reused_tokens, g.prompt_tokens)
+                })
+                .collect::<Vec<_>>()
+        };
+        let (reused, fresh) = (answers(true), answers(false));
+        for ((q, with), without) in questions.iter().zip(&reused).zip(&fresh) {
+            assert_eq!(with.0, without.0, "{}: {q}", llm.display());
+        }
+        assert_eq!(reused[0].1, 0);
+        // The fixed opening (template head, instruction, the same documents) is reused.
+        for r in &reused[1..] {
+            assert!(r.1 > 20 && r.1 < r.2, "{}: {reused:?}", llm.display());
+        }
+        assert!(fresh.iter().all(|f| f.1 == 0), "{fresh:?}");
+        assert!(reused[0].0.contains("Quimby"), "{reused:?}");
     }
 }

@@ -290,8 +290,9 @@ fn real_model_matches_the_published_sts_b_score() {
         common::default_model(),
         common::data_dir().filter(|d| d.join("sts").is_dir()),
     ) else {
-        return common::skip(
+        return common::missing(
             "STS on the default model",
+            "models",
             "default encoder (scripts/fetch-models.sh encoder) or ../shared/data/sts missing",
         );
     };

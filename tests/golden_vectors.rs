@@ -49,8 +49,9 @@ fn check(label: &str, got: &rag::vectors::Matrix, want: &[Vec<f32>]) {
 #[test]
 fn default_model_matches_reference_at_every_depth_and_pooling() {
     let Some(model) = common::default_model() else {
-        return common::skip(
+        return common::missing(
             "golden vectors",
+            "models",
             "default encoder missing (scripts/fetch-models.sh encoder)",
         );
     };
@@ -91,8 +92,9 @@ fn default_model_matches_reference_at_every_depth_and_pooling() {
 #[test]
 fn int8_projections_stay_close_to_the_reference() {
     let Some(model) = common::default_model() else {
-        return common::skip(
+        return common::missing(
             "int8 golden vectors",
+            "models",
             "default encoder missing (scripts/fetch-models.sh encoder)",
         );
     };

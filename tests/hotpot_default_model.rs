@@ -4,6 +4,7 @@
 
 mod common;
 
+use rag::ask::DEFAULT_STRATEGY;
 use rag::corpus::read_questions;
 use rag::encoder::{EncoderOptions, Precision};
 use rag::eval::run::{self, Cell, RunConfig, RunOptions};
@@ -16,8 +17,9 @@ const QUESTIONS: usize = 40;
 #[test]
 fn real_model_retrieves_supporting_paragraphs() {
     let (Some(model), Some(data)) = (common::default_model(), common::data_dir()) else {
-        return common::skip(
+        return common::missing(
             "hotpot end to end",
+            "models",
             "default encoder (scripts/fetch-models.sh encoder) or ../shared/data missing",
         );
     };
@@ -60,7 +62,11 @@ fn real_model_retrieves_supporting_paragraphs() {
             questions: questions.len(),
             cells,
             mode: Mode::Dense,
+            hops: 1,
+            tuning: None,
             top_k: 5,
+            context_tokens: 0,
+            context_only: false,
             oracle: false,
             generator: None,
             prompt_style: None,
@@ -69,11 +75,67 @@ fn real_model_retrieves_supporting_paragraphs() {
         },
         questions: &questions,
         retriever: Some(&retriever),
-        generator: None,
+        pipeline: None,
         fresh: false,
         progress: ProgressMode::Quiet,
     })
     .unwrap();
+    let default_run = run::run(&RunOptions {
+        dir: tmp.path().join("run-default"),
+        config: RunConfig {
+            questions_file: subset.clone(),
+            questions: questions.len(),
+            cells: vec![Cell::retrieval(6, 384)],
+            mode: DEFAULT_STRATEGY.mode,
+            hops: DEFAULT_STRATEGY.hops,
+            tuning: Some(retriever.tuning),
+            top_k: 5,
+            context_tokens: 0,
+            context_only: false,
+            oracle: false,
+            generator: None,
+            prompt_style: None,
+            max_tokens: None,
+            index: Some(index_dir.clone()),
+        },
+        questions: &questions,
+        retriever: Some(&retriever),
+        pipeline: None,
+        fresh: false,
+        progress: ProgressMode::Quiet,
+    })
+    .unwrap();
+    // Bridge questions need a paragraph only the first one leads to: the default retrieval
+    // (fusion, two hops) must find both for more of them than one-hop dense does, including at
+    // least one that dense misses.
+    let both = |dir: &str| {
+        run::read_predictions(&tmp.path().join(dir).join("predictions.jsonl"))
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.cell == Cell::retrieval(6, 384))
+            .map(|p| (p.id, p.retrieval.all_supporting[&5]))
+            .collect::<std::collections::HashMap<_, _>>()
+    };
+    let (dense_both, default_both) = (both("run"), both("run-default"));
+    let bridges: Vec<_> = questions
+        .iter()
+        .filter(|q| q.kind.as_deref() == Some("bridge"))
+        .collect();
+    let count = |found: &std::collections::HashMap<String, bool>| {
+        bridges.iter().filter(|q| found[&q.id]).count()
+    };
+    eprintln!(
+        "bridge questions with both paragraphs in the top 5: dense {} / default {} of {}; all questions: default both@5 {:.3}",
+        count(&dense_both),
+        count(&default_both),
+        bridges.len(),
+        default_run.cells[0].all_supporting[&5]
+    );
+    assert!(count(&default_both) > count(&dense_both));
+    assert!(bridges
+        .iter()
+        .any(|q| default_both[&q.id] && !dense_both[&q.id]));
+
     let recall = |i: usize| summary.cells[i].recall[&5];
     let (full, shallow, small) = (recall(0), recall(1), recall(2));
     eprintln!(

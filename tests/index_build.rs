@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::Precision;
 use rag::index::{self, Index, PcaSpec};
-use rag::retrieve::{reciprocal_rank_fusion, Mode, Retriever, SearchRequest};
+use rag::retrieve::fusion::{convex_fusion, reciprocal_rank_fusion};
+use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
 
 #[test]
 fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
@@ -55,7 +56,7 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
         retriever.search(&SearchRequest {
             query: "topic 42",
             k: 5,
-            mode,
+            strategy: Strategy::new(mode, 1).unwrap(),
             layers,
             dim,
         })
@@ -68,14 +69,32 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let mut timings = Default::default();
     let mut rank = |mode| {
         retriever
-            .rank(&["topic 42"], None, mode, layers, dim, 50, &mut timings)
+            .rank(
+                &["topic 42"],
+                None,
+                Strategy::new(mode, 1).unwrap(),
+                layers,
+                dim,
+                50,
+                &mut timings,
+            )
             .unwrap()
             .remove(0)
+            .into_iter()
+            .map(|s| (s.id, s.score))
+            .collect::<Vec<_>>()
     };
-    let fused = reciprocal_rank_fusion(&[rank(Mode::Dense), rank(Mode::Bm25)]);
+    let (dense, lexical) = (rank(Mode::Dense), rank(Mode::Bm25));
+    let fused = reciprocal_rank_fusion(&[dense.clone(), lexical.clone()]);
     let hybrid_ids: Vec<u64> = hybrid.hits.iter().map(|h| h.id).collect();
     let fused_ids: Vec<u64> = fused.iter().take(5).map(|h| h.0).collect();
     assert_eq!(hybrid_ids, fused_ids);
+    // Fusion is the convex combination of the two rankings' scaled scores, cut to k.
+    let convex = search(Mode::Fusion, None, None).unwrap();
+    let expected = convex_fusion(&dense, &lexical, retriever.tuning.fusion_weight);
+    let convex_ids: Vec<u64> = convex.hits.iter().map(|h| h.id).collect();
+    let expected_ids: Vec<u64> = expected.iter().take(5).map(|h| h.0).collect();
+    assert_eq!(convex_ids, expected_ids);
     let dense = search(Mode::Dense, Some(1), Some(8)).unwrap();
     assert_eq!((dense.layers, dense.dim, dense.hits.len()), (1, 8, 5));
     assert!(dense.hits.windows(2).all(|w| w[0].score >= w[1].score));
@@ -279,7 +298,7 @@ fn pca_reduced_index_answers_queries_and_records_its_pca() {
             .search(&SearchRequest {
                 query: &own_text,
                 k: 5,
-                mode: Mode::Dense,
+                strategy: Strategy::default(),
                 layers,
                 dim,
             })
@@ -291,7 +310,7 @@ fn pca_reduced_index_answers_queries_and_records_its_pca() {
         .search(&SearchRequest {
             query: "topic 42",
             k: 5,
-            mode: Mode::Dense,
+            strategy: Strategy::default(),
             layers: None,
             dim: Some(16),
         })
@@ -406,7 +425,7 @@ fn int8_builds_are_recorded_and_int8_questions_rank_like_f32() {
                 .search(&SearchRequest {
                     query,
                     k: 5,
-                    mode: Mode::Dense,
+                    strategy: Strategy::default(),
                     layers: None,
                     dim: None,
                 })

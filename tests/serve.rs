@@ -13,11 +13,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use rag::ask::{AskResult, AskSettings, Source};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
 use rag::index;
-use rag::retrieve::{Hit, Mode, Retriever, SearchRequest};
-use rag::serve::{self, Answerer, AskOptions, AskResult, AskTimings, Models, ServeConfig};
+use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
+use rag::serve::{self, Answerer, Models, ServeConfig};
 use serde_json::{json, Value};
 
 /// A tiny model (hidden size 32, 3 layers) and an index of 100 paragraphs at depths 1 and 3.
@@ -63,7 +64,7 @@ impl Answerer for FakeAnswerer {
     fn answer(
         &self,
         question: &str,
-        options: &AskOptions,
+        settings: &AskSettings,
         on_token: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AskResult> {
         self.started.fetch_add(1, Ordering::SeqCst);
@@ -81,17 +82,20 @@ impl Answerer for FakeAnswerer {
             }
         }
         self.finished.store(true, Ordering::SeqCst);
-        let source = Hit {
+        let source = Source {
             rank: 1,
             id: 0,
             title: question.into(),
-            text: format!("{:?}", options.mode),
+            text: format!("{:?}", settings.strategy.mode),
             score: 1.0,
+            hop: 1,
+            in_prompt: true,
+            sentences: Vec::new(),
         };
         Ok(AskResult {
             answer,
-            sources: vec![source; options.top_k],
-            timings: AskTimings::default(),
+            sources: vec![source; settings.top_k],
+            ..Default::default()
         })
     }
 }
@@ -253,14 +257,17 @@ fn routes_answer_like_the_library() {
     assert_eq!(health["index"]["documents"], 100);
 
     let library = Retriever::open(&index_dir, None, Precision::F32).unwrap();
-    for (mode, layers, dim) in [
-        (Mode::Dense, 1, 8),
-        (Mode::Bm25, 3, 16),
-        (Mode::Hybrid, 3, 16),
+    for (mode, hops, layers, dim) in [
+        (Mode::Dense, 1, 1, 8),
+        (Mode::Bm25, 1, 3, 16),
+        (Mode::Hybrid, 1, 3, 16),
+        (Mode::Fusion, 1, 3, 16),
+        (Mode::Fusion, 2, 1, 8),
+        (Mode::Bm25, 2, 3, 16),
     ] {
         let reply = server.post(
             "/search",
-            &json!({"query": "topic 42", "k": 4, "mode": mode, "layers": layers, "dim": dim}),
+            &json!({"query": "topic 42", "k": 4, "mode": mode, "hops": hops, "layers": layers, "dim": dim}),
         );
         assert_eq!(reply.status, 200, "{reply:?}");
         let body = reply.json();
@@ -268,7 +275,7 @@ fn routes_answer_like_the_library() {
             .search(&SearchRequest {
                 query: "topic 42",
                 k: 4,
-                mode,
+                strategy: Strategy::new(mode, hops).unwrap(),
                 layers: Some(layers),
                 dim: Some(dim),
             })
@@ -661,7 +668,7 @@ fn concurrent_searches_share_a_batch_and_answer_like_the_library() {
             .search(&SearchRequest {
                 query: &query,
                 k,
-                mode,
+                strategy: Strategy::new(mode, 1).unwrap(),
                 layers: Some(layers),
                 dim: Some(dim),
             })

@@ -21,6 +21,17 @@ pub fn exact_match(prediction: &str, gold: &str) -> bool {
     normalize_answer(prediction) == normalize_answer(gold)
 }
 
+/// Whether the gold answer appears in `context` as whole words, both normalised as for exact
+/// match; `None` for yes/no answers, which a context does not hold as such.
+pub fn contains_answer(context: &str, gold: &str) -> Option<bool> {
+    let gold = normalize_answer(gold);
+    if gold.is_empty() || gold == "yes" || gold == "no" {
+        return None;
+    }
+    let context = normalize_answer(context);
+    Some(format!(" {context} ").contains(&format!(" {gold} ")))
+}
+
 /// Token-level F1 as in the official script, including its rule that a yes/no/noanswer on
 /// either side scores only on an exact match.
 pub fn f1_score(prediction: &str, gold: &str) -> f64 {
@@ -70,6 +81,19 @@ pub fn all_in_top_k(retrieved: &[String], gold: &[String], k: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_are_found_as_whole_normalised_words() {
+        let context = "Ed Wood: He was born in Poughkeepsie, New York.";
+        assert_eq!(
+            contains_answer(context, "poughkeepsie new york"),
+            Some(true)
+        );
+        assert_eq!(contains_answer(context, "York City"), Some(false));
+        assert_eq!(contains_answer(context, "Ed"), Some(true));
+        assert_eq!(contains_answer(context, "E"), Some(false));
+        assert_eq!(contains_answer(context, "yes"), None);
+    }
 
     #[test]
     fn normalisation_follows_the_official_order() {

@@ -22,6 +22,11 @@ pub struct CellSummary {
     pub exact_match: Option<f64>,
     pub f1: Option<f64>,
     pub mean_prompt_tokens: Option<f64>,
+    pub median_prompt_tokens: Option<f64>,
+    /// Share of questions (yes/no answers aside) whose gold answer is in the prompt's context.
+    pub answer_in_context: Option<f64>,
+    /// Median time from a question's retrieval to its answer's last token.
+    pub median_answer_ms: Option<f64>,
     pub questions_with_dropped_context: usize,
     pub generation_tokens_per_second: Option<f64>,
 }
@@ -39,13 +44,17 @@ impl CellSummary {
         let n = predictions.len().max(1) as f64;
         let mean =
             |f: &dyn Fn(&Prediction) -> f64| predictions.iter().map(|p| f(p)).sum::<f64>() / n;
+        // Predictions that went through the generator (or, for --context-only, up to it).
         let generated: Vec<&&Prediction> = predictions
+            .iter()
+            .filter(|p| p.timings.prompt_tokens > 0)
+            .collect();
+        let answered: Vec<&&Prediction> = predictions
             .iter()
             .filter(|p| p.prediction.is_some())
             .collect();
-        let over_generated = |f: &dyn Fn(&Prediction) -> f64| {
-            (!generated.is_empty())
-                .then(|| generated.iter().map(|p| f(p)).sum::<f64>() / generated.len() as f64)
+        let over = |set: &[&&Prediction], f: &dyn Fn(&Prediction) -> f64| {
+            (!set.is_empty()).then(|| set.iter().map(|p| f(p)).sum::<f64>() / set.len() as f64)
         };
         let (tokens, ms) = generated.iter().fold((0usize, 0.0), |(t, m), p| {
             (t + p.timings.generated_tokens, m + p.timings.generation_ms)
@@ -69,13 +78,38 @@ impl CellSummary {
                     (k, mean(&|p| f64::from(u8::from(hit(p)))))
                 })
                 .collect(),
-            exact_match: over_generated(&|p| f64::from(u8::from(p.em == Some(true)))),
-            f1: over_generated(&|p| p.f1.unwrap_or(0.0)),
-            mean_prompt_tokens: over_generated(&|p| p.timings.prompt_tokens as f64),
+            exact_match: over(&answered, &|p| f64::from(u8::from(p.em == Some(true)))),
+            f1: over(&answered, &|p| p.f1.unwrap_or(0.0)),
+            mean_prompt_tokens: over(&generated, &|p| p.timings.prompt_tokens as f64),
+            median_prompt_tokens: median(generated.iter().map(|p| p.timings.prompt_tokens as f64)),
+            median_answer_ms: median(answered.iter().map(|p| p.timings.total_ms)),
+            answer_in_context: {
+                let found: Vec<bool> = predictions
+                    .iter()
+                    .filter_map(|p| p.answer_in_context)
+                    .collect();
+                (!found.is_empty())
+                    .then(|| found.iter().filter(|&&f| f).count() as f64 / found.len() as f64)
+            },
             questions_with_dropped_context: predictions.iter().filter(|p| p.dropped > 0).count(),
             generation_tokens_per_second: (ms > 0.0).then(|| tokens as f64 * 1000.0 / ms),
         }
     }
+}
+
+/// The middle value (the mean of the middle two for an even count); `None` for no values.
+pub fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut values: Vec<f64> = values.collect();
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 0 {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    })
 }
 
 pub fn summarize(config: &RunConfig, predictions: &[Prediction], seconds: f64) -> Summary {
@@ -172,7 +206,26 @@ pub fn markdown(summary: &Summary) -> String {
     let context = if c.oracle {
         "the gold paragraphs (oracle)".to_string()
     } else {
-        format!("top {} by {} retrieval", c.top_k, c.mode)
+        let weight = match c.tuning {
+            Some(t) if c.mode == crate::retrieve::Mode::Fusion => {
+                format!(", dense weight {}", t.fusion_weight)
+            }
+            _ => String::new(),
+        };
+        let weight = match c.tuning {
+            Some(t) if c.hops > 1 => {
+                format!("{weight}, beam {}, hop weight {}", t.hop_beam, t.hop_weight)
+            }
+            _ => weight,
+        };
+        let read = match c.context_tokens {
+            0 => "whole".to_string(),
+            tokens => format!("their best sentences within {tokens} tokens"),
+        };
+        format!(
+            "top {} by {} retrieval ({} hop(s){weight}), {read}",
+            c.top_k, c.mode, c.hops
+        )
     };
     let _ = writeln!(out, "# HotpotQA evaluation\n");
     let _ = writeln!(
@@ -190,39 +243,45 @@ pub fn markdown(summary: &Summary) -> String {
     let recall_heads: Vec<String> = RECALL_KS.iter().map(|k| format!("R@{k}")).collect();
     let _ = writeln!(
         out,
-        "| layers | dim | n | {} | both@2 | both@5 | EM | F1 |",
+        "| layers | dim | n | {} | both@2 | both@5 | both@10 | EM | F1 | answer in context | prompt tokens (median) | answer ms (median) |",
         recall_heads.join(" | ")
     );
-    let _ = writeln!(out, "|{}", "---:|".repeat(RECALL_KS.len() + 7));
+    let _ = writeln!(out, "|{}", "---:|".repeat(RECALL_KS.len() + 11));
     for cell in &summary.cells {
         let recall: Vec<String> = RECALL_KS.iter().map(|k| pct(cell.recall[k])).collect();
-        let (recall, both2, both5) = if cell.cell == Cell::ORACLE {
+        let (recall, both) = if cell.cell == Cell::ORACLE {
             (
                 vec!["-".to_string(); RECALL_KS.len()],
-                "-".into(),
-                "-".into(),
+                vec!["-".to_string(); 3],
             )
         } else {
             (
                 recall,
-                pct(cell.all_supporting[&2]),
-                pct(cell.all_supporting[&5]),
+                [2, 5, 10]
+                    .iter()
+                    .map(|k| pct(cell.all_supporting[k]))
+                    .collect(),
             )
         };
+        let number = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {both2} | {both5} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell_label(cell.cell.layers),
             cell_label(cell.cell.dim),
             cell.questions,
             recall.join(" | "),
+            both.join(" | "),
             cell.exact_match.map_or("-".into(), pct),
             cell.f1.map_or("-".into(), pct),
+            cell.answer_in_context.map_or("-".into(), pct),
+            number(cell.median_prompt_tokens),
+            number(cell.median_answer_ms),
         );
     }
     let _ = writeln!(
         out,
-        "\nR@k: mean share of supporting paragraphs in the top k. both@k: questions with both in the top k. EM/F1: official HotpotQA answer metrics. All in %."
+        "\nR@k: mean share of supporting paragraphs in the top k. both@k: questions with both in the top k. EM/F1: official HotpotQA answer metrics. Answer in context: questions (yes/no aside) whose gold answer is in the prompt. All in %; the medians are per question."
     );
     out
 }
@@ -246,11 +305,14 @@ mod tests {
             f1: Some(if em { 1.0 } else { 0.0 }),
             context_titles: vec![],
             dropped: usize::from(!em),
+            context: vec![],
+            answer_in_context: None,
             retrieval: RetrievalScores::of(&titles, &["A".to_string(), "B".to_string()]),
             retrieved: titles,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
+                prompt_tokens: if em { 300 } else { 100 },
                 ..Default::default()
             },
         }
@@ -270,7 +332,11 @@ mod tests {
             questions: 2,
             cells: vec![b, a],
             mode: Mode::Dense,
+            hops: 1,
+            tuning: None,
             top_k: 5,
+            context_tokens: 0,
+            context_only: false,
             oracle: false,
             generator: Some("m.gguf".into()),
             prompt_style: Some("chat".into()),
@@ -282,6 +348,9 @@ mod tests {
         let sa = &summary.cells[1];
         assert_eq!(sa.cell, a);
         assert_eq!(sa.exact_match, Some(0.5));
+        assert_eq!(sa.median_prompt_tokens, Some(200.0));
+        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), Some(2.0));
+        assert_eq!(median(std::iter::empty()), None);
         assert_eq!(sa.recall[&1], 0.5);
         assert_eq!(sa.recall[&2], 0.75);
         assert_eq!(sa.all_supporting[&2], 0.5);

@@ -16,10 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{self, Summary};
 use super::{metrics, RetrievalScores, RECALL_KS};
-use crate::corpus::{Paragraph, Question};
-use crate::generate::{Generator, PromptSpec};
+use crate::ask::{AskSettings, Pipeline};
+use crate::corpus::Question;
 use crate::progress::{Progress, ProgressMode};
-use crate::retrieve::{Mode, Retriever, SearchTimings};
+use crate::retrieve::{Mode, Retriever, SearchResponse, SearchTimings, Strategy, Tuning};
 use crate::util::ms_since;
 use crate::vectors::Matrix;
 
@@ -54,13 +54,35 @@ pub struct RunConfig {
     pub questions: usize,
     pub cells: Vec<Cell>,
     pub mode: Mode,
+    /// Absent in runs made before the second hop: one.
+    #[serde(default = "one_hop")]
+    pub hops: u8,
+    /// Fusion's and the second hop's weights (absent in runs made before they existed).
+    #[serde(default)]
+    pub tuning: Option<Tuning>,
     pub top_k: usize,
+    /// The context's token budget; 0 (and absent, in older runs) is whole paragraphs.
+    #[serde(default)]
+    pub context_tokens: usize,
+    /// Prompts built and measured, no answers generated.
+    #[serde(default)]
+    pub context_only: bool,
     pub oracle: bool,
     /// The generator's file name and prompt style, or `None` for retrieval only.
     pub generator: Option<String>,
     pub prompt_style: Option<String>,
     pub max_tokens: Option<usize>,
     pub index: Option<PathBuf>,
+}
+
+fn one_hop() -> u8 {
+    1
+}
+
+impl RunConfig {
+    pub fn strategy(&self) -> Result<Strategy> {
+        Strategy::new(self.mode, self.hops)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -70,9 +92,17 @@ pub struct PredictionTimings {
     pub encode_ms: f64,
     pub search_ms: f64,
     pub prompt_tokens: usize,
+    /// Of the prompt tokens, those whose state was reused from the previous question.
+    #[serde(default)]
+    pub reused_tokens: usize,
     pub generated_tokens: usize,
+    #[serde(default)]
+    pub select_ms: f64,
     pub prompt_eval_ms: f64,
     pub generation_ms: f64,
+    /// From the question's retrieval to its answer's last token.
+    #[serde(default)]
+    pub total_ms: f64,
 }
 
 /// One line of `predictions.jsonl`.
@@ -89,6 +119,14 @@ pub struct Prediction {
     pub context_titles: Vec<String>,
     /// Paragraphs dropped to fit the model's context.
     pub dropped: usize,
+    /// The sentences put in the prompt, per paragraph in `context_titles` (absent when whole
+    /// paragraphs went in).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<String>,
+    /// Whether the gold answer appears in the prompt's context, normalised as for exact match
+    /// (none for yes/no answers, which never appear as such).
+    #[serde(default)]
+    pub answer_in_context: Option<bool>,
     /// Retrieved titles, best first (none for the oracle).
     pub retrieved: Vec<String>,
     pub retrieval: RetrievalScores,
@@ -100,7 +138,8 @@ pub struct RunOptions<'a> {
     pub config: RunConfig,
     pub questions: &'a [Question],
     pub retriever: Option<&'a Retriever>,
-    pub generator: Option<(&'a Generator, &'a PromptSpec)>,
+    /// Answers the questions; `None` measures retrieval only.
+    pub pipeline: Option<&'a Pipeline<'a>>,
     /// Discard what the directory holds instead of resuming.
     pub fresh: bool,
     pub progress: ProgressMode,
@@ -110,7 +149,7 @@ pub struct RunOptions<'a> {
 pub fn run(options: &RunOptions) -> Result<Summary> {
     let started = Instant::now();
     let config = &options.config;
-    if config.oracle && options.generator.is_none() {
+    if config.oracle && options.pipeline.is_none() {
         bail!("--oracle measures the generator; it cannot go with --no-generate");
     }
     if !config.oracle && options.retriever.is_none() {
@@ -233,9 +272,11 @@ pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>> {
         .collect()
 }
 
-/// What each pending question's prompt will hold, with the retrieval behind it.
+/// What a pending question's prompt is made from, with the retrieval behind it.
 struct PromptContext {
-    paragraphs: Vec<Paragraph>,
+    /// As a search response: the retrieved paragraphs, or the gold ones for the oracle.
+    response: SearchResponse,
+    /// Retrieved titles to the deepest recall cut-off, best first (none for the oracle).
     retrieved: Vec<String>,
     encode_ms: f64,
     search_ms: f64,
@@ -299,12 +340,13 @@ fn contexts(
     pending: &[&Question],
     encoded: Option<&EncodedQuestions>,
 ) -> Result<Vec<PromptContext>> {
+    let config = &options.config;
     let (Some(layers), Some(dim), Some(retriever)) = (cell.layers, cell.dim, options.retriever)
     else {
         return Ok(pending
             .iter()
             .map(|q| PromptContext {
-                paragraphs: q.gold_paragraphs.clone(),
+                response: SearchResponse::of_passages(&q.question, &q.gold_paragraphs),
                 retrieved: Vec::new(),
                 encode_ms: 0.0,
                 search_ms: 0.0,
@@ -313,32 +355,41 @@ fn contexts(
     };
     let texts: Vec<&str> = pending.iter().map(|q| q.question.as_str()).collect();
     let deepest = *RECALL_KS.last().expect("cut-offs");
-    let k = deepest.max(options.config.top_k);
+    let k = deepest.max(config.top_k);
     let mut timings = SearchTimings::default();
     let vectors = encoded.map(|e| e.at(layers, pending));
+    let strategy = config.strategy()?;
     let ranked = retriever.rank(
         &texts,
         vectors.as_ref(),
-        options.config.mode,
+        strategy,
         layers,
         dim,
         k,
         &mut timings,
     )?;
     let n = pending.len() as f64;
+    let timings = SearchTimings {
+        encode_ms: encoded.map_or(0.0, |e| e.encode_ms_per_question) + timings.encode_ms / n,
+        search_ms: timings.search_ms / n,
+        total_ms: 0.0,
+    };
     ranked
         .into_iter()
-        .map(|hits| {
-            let docs = hits
+        .zip(&texts)
+        .map(|(mut ranking, question)| {
+            let retrieved = ranking
                 .iter()
-                .map(|&(id, _)| retriever.index.document(id))
+                .map(|s| Ok(retriever.index.document(s.id)?.title))
                 .collect::<Result<Vec<_>>>()?;
+            ranking.truncate(config.top_k);
+            let response =
+                retriever.respond(question, strategy, layers, dim, ranking, timings.clone())?;
             Ok(PromptContext {
-                retrieved: docs.iter().map(|d| d.title.clone()).collect(),
-                paragraphs: docs.into_iter().take(options.config.top_k).collect(),
-                encode_ms: encoded.map_or(0.0, |e| e.encode_ms_per_question)
-                    + timings.encode_ms / n,
-                search_ms: timings.search_ms / n,
+                retrieved,
+                encode_ms: timings.encode_ms,
+                search_ms: timings.search_ms,
+                response,
             })
         })
         .collect()
@@ -350,6 +401,7 @@ fn predict(
     question: &Question,
     context: PromptContext,
 ) -> Result<Prediction> {
+    let started = Instant::now();
     let mut timings = PredictionTimings {
         encode_ms: context.encode_ms,
         search_ms: context.search_ms,
@@ -370,28 +422,64 @@ fn predict(
         f1: None,
         context_titles: Vec::new(),
         dropped: 0,
+        context: Vec::new(),
+        answer_in_context: None,
         retrieved: context.retrieved,
         retrieval,
         timings: PredictionTimings::default(),
     };
-    if let Some((generator, spec)) = options.generator {
-        let answer = generator
-            .answer(spec, &question.question, &context.paragraphs, |_| true)
-            .with_context(|| format!("answering question {}", question.id))?;
-        let kept = context.paragraphs.len() - answer.dropped;
-        prediction.context_titles = context.paragraphs[..kept]
+    if let Some(pipeline) = options.pipeline {
+        let config = &options.config;
+        let settings = AskSettings {
+            strategy: config.strategy()?,
+            layers: cell.layers,
+            dim: cell.dim,
+            top_k: config.top_k,
+            // The oracle reads the gold paragraphs whole: the generator's ceiling.
+            context_tokens: if cell == Cell::ORACLE {
+                0
+            } else {
+                config.context_tokens
+            },
+        };
+        let answer = if config.context_only {
+            pipeline.read_only(context.response, &settings, started)
+        } else {
+            pipeline.answer_from(context.response, &settings, started, |_| true)
+        }
+        .with_context(|| format!("answering question {}", question.id))?;
+        let used: Vec<_> = answer.sources.iter().filter(|s| s.in_prompt).collect();
+        prediction.context_titles = used.iter().map(|s| s.title.clone()).collect();
+        let read: Vec<String> = used
             .iter()
-            .map(|p| p.title.clone())
+            .map(|s| {
+                let kept: Vec<&str> = s
+                    .sentences
+                    .iter()
+                    .filter(|x| x.in_prompt)
+                    .map(|x| x.text.as_str())
+                    .collect();
+                format!("{}: {}", s.title, kept.join(" "))
+            })
             .collect();
-        prediction.dropped = answer.dropped;
+        prediction.answer_in_context = metrics::contains_answer(&read.join("\n"), &question.answer);
+        if settings.context_tokens > 0 {
+            prediction.context = read;
+        }
+        prediction.dropped = answer.dropped_paragraphs;
         let g = answer.generation;
-        prediction.em = Some(metrics::exact_match(&g.text, &question.answer));
-        prediction.f1 = Some(metrics::f1_score(&g.text, &question.answer));
+        if !config.context_only {
+            prediction.em = Some(metrics::exact_match(&g.text, &question.answer));
+            prediction.f1 = Some(metrics::f1_score(&g.text, &question.answer));
+            prediction.prediction = Some(g.text.clone());
+        }
         timings.prompt_tokens = g.prompt_tokens;
+        timings.reused_tokens = g.reused_tokens;
         timings.generated_tokens = g.generated_tokens;
+        timings.select_ms = answer.timings.select_ms;
         timings.prompt_eval_ms = g.prompt_eval_ms;
         timings.generation_ms = g.generation_ms;
-        prediction.prediction = Some(g.text);
+        timings.total_ms = timings.encode_ms + timings.search_ms + answer.timings.total_ms;
     }
     prediction.timings = timings;
     Ok(prediction)

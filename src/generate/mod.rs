@@ -1,19 +1,23 @@
 //! Answer generation with a local GGUF model through llama.cpp (crate `llama-cpp-2`): the model's
 //! chat template, greedy decoding, stop at end of turn or at the first line break.
 //!
-//! The model is loaded once per process; each prompt gets a fresh context sized to it, so
-//! nothing carries over between questions and llama.cpp's own timings cover exactly one answer.
+//! The model is loaded once per process, with one context kept beside it. Consecutive prompts
+//! share their opening (the chat template's head and the instruction): the context keeps the
+//! previous prompt's tokens in its KV cache, and each prompt evaluates only what follows the
+//! longest opening it shares with them, the way llama.cpp's server reuses its cached prompt.
+//! llama.cpp's own timings are reset per answer, so they cover exactly one.
 
 pub mod prompt;
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::util::ms_since;
 use anyhow::{anyhow, bail, Context, Result};
 use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -39,6 +43,9 @@ pub struct GeneratorOptions {
     pub threads: Option<usize>,
     /// Let llama.cpp's own log through to stderr.
     pub verbose: bool,
+    /// Keep the previous prompt in the KV cache and evaluate only what a new prompt does not
+    /// share with it (off: every prompt is evaluated whole, in a cleared cache).
+    pub reuse_prefix: bool,
 }
 
 impl Default for GeneratorOptions {
@@ -48,6 +55,7 @@ impl Default for GeneratorOptions {
             ctx_size: None,
             threads: None,
             verbose: false,
+            reuse_prefix: true,
         }
     }
 }
@@ -58,6 +66,8 @@ impl Default for GeneratorOptions {
 pub struct Generation {
     pub text: String,
     pub prompt_tokens: usize,
+    /// Prompt tokens whose KV state was reused from the previous prompt, not evaluated.
+    pub reused_tokens: usize,
     pub generated_tokens: usize,
     /// Why generation stopped: "eog", "newline" or "max_tokens".
     pub stop: &'static str,
@@ -70,18 +80,27 @@ pub struct Generation {
     pub llama_tokens_per_second: f64,
 }
 
-/// A generation with the prompt building before it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Answer {
-    pub generation: Generation,
-    /// Lowest-ranked passages left out to fit the context.
-    pub dropped: usize,
-    /// Time to lay out the prompt and count its tokens.
-    pub prompt_ms: f64,
+/// What stays in the model's context between prompts: the context and the tokens its KV cache
+/// holds, in order (sequence 0, positions 0..).
+struct Cached<'model> {
+    ctx: LlamaContext<'model>,
+    tokens: Vec<LlamaToken>,
 }
 
+/// The context, made on first use; one prompt at a time.
+type ContextSlot<'model> = Mutex<Option<Cached<'model>>>;
+
+self_cell::self_cell!(
+    /// The model and the one context that borrows it.
+    struct Loaded {
+        owner: LlamaModel,
+        #[not_covariant]
+        dependent: ContextSlot,
+    }
+);
+
 pub struct Generator {
-    model: LlamaModel,
+    loaded: Loaded,
     template: Option<LlamaChatTemplate>,
     pub path: PathBuf,
     pub name: String,
@@ -137,7 +156,7 @@ impl Generator {
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(Self {
-            model,
+            loaded: Loaded::new(model, |_| Mutex::new(None)),
             template,
             name: crate::index::manifest::model_name(path),
             path: path.to_path_buf(),
@@ -168,40 +187,37 @@ impl Generator {
             .map(|m| LlamaChatMessage::new(m.role.as_str().into(), m.content.clone()))
             .collect::<std::result::Result<Vec<_>, _>>()
             .context("a prompt contains a NUL byte")?;
-        self.model
+        self.model()
             .apply_chat_template(template, &messages, true)
             .map_err(|e| anyhow!("applying {}'s chat template: {e}", self.name))
+    }
+
+    fn model(&self) -> &LlamaModel {
+        self.loaded.borrow_owner()
     }
 
     fn tokenize(&self, prompt: &Prompt) -> Result<Vec<LlamaToken>> {
         let text = self.render(prompt)?;
         // parse_special: the template's turn markers are special tokens, not text.
-        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
+        Ok(self.model().vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    /// How many tokens `text` is to this model, on its own (no template, no special tokens).
+    pub fn count_tokens(&self, text: &str) -> usize {
+        self.model()
+            .vocab()
+            .tokenize(text.as_bytes(), false, false)
+            .len()
     }
 
     /// Whether the prompt and `max_tokens` new tokens fit in the context window.
     pub fn fits(&self, prompt: &Prompt) -> Result<bool> {
-        Ok(self.tokenize(prompt)?.len() + self.options.max_tokens <= self.ctx_size as usize)
+        Ok(self.prompt_tokens(prompt)? + self.options.max_tokens <= self.ctx_size as usize)
     }
 
-    /// Answers `question` from `passages` (best first) laid out by `spec`, dropping the
-    /// lowest-ranked passages that do not fit the context.
-    pub fn answer(
-        &self,
-        spec: &PromptSpec,
-        question: &str,
-        passages: &[crate::corpus::Paragraph],
-        on_token: impl FnMut(&str) -> bool,
-    ) -> Result<Answer> {
-        let started = Instant::now();
-        let (prompt, dropped) = spec.build_within(question, passages, |p| self.fits(p))?;
-        let prompt_ms = ms_since(started);
-        let generation = self.generate(&prompt, on_token)?;
-        Ok(Answer {
-            generation,
-            dropped,
-            prompt_ms,
-        })
+    /// The prompt's length in tokens, its chat template applied.
+    pub fn prompt_tokens(&self, prompt: &Prompt) -> Result<usize> {
+        Ok(self.tokenize(prompt)?.len())
     }
 
     /// Greedy-decodes an answer; `on_token` gets the answer's text as it grows, piece by piece,
@@ -209,9 +225,12 @@ impl Generator {
     pub fn generate(
         &self,
         prompt: &Prompt,
-        mut on_token: impl FnMut(&str) -> bool,
+        on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
         let tokens = self.tokenize(prompt)?;
+        if tokens.is_empty() {
+            bail!("the prompt is empty");
+        }
         let needed = tokens.len() + self.options.max_tokens;
         if needed > self.ctx_size as usize {
             bail!(
@@ -221,37 +240,85 @@ impl Generator {
                 self.ctx_size
             );
         }
-        let n_ctx = u32::try_from(needed).context("prompt too long")?;
+        self.loaded.with_dependent(|model, slot| {
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = Some(self.new_context(model)?);
+            }
+            let cached = slot.as_mut().expect("made above");
+            let result = self.decode(model, cached, &tokens, on_token);
+            if result.is_err() {
+                // What the cache holds after a failed decode is unknown: start clean next time.
+                cached.tokens.clear();
+                cached.ctx.clear_kv_cache();
+            }
+            result
+        })
+    }
+
+    fn new_context<'m>(&self, model: &'m LlamaModel) -> Result<Cached<'m>> {
         let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(n_ctx))
-            .with_n_batch(n_ctx)
+            .with_n_ctx(NonZeroU32::new(self.ctx_size))
+            .with_n_batch(self.ctx_size)
             .with_n_threads(self.threads)
             .with_n_threads_batch(self.threads)
             // llama.cpp's own timings are what ours are checked against.
             .with_no_perf(false);
-        let mut ctx = self
-            .model
+        let ctx = model
             .new_context(backend(self.options.verbose)?, params)
             .map_err(|e| anyhow!("creating a llama.cpp context: {e}"))?;
-        let vocab = self.model.vocab();
+        Ok(Cached {
+            ctx,
+            tokens: Vec::new(),
+        })
+    }
+
+    /// Evaluates what of `tokens` the cache does not hold yet, then decodes the answer.
+    fn decode(
+        &self,
+        model: &LlamaModel,
+        cached: &mut Cached,
+        tokens: &[LlamaToken],
+        mut on_token: impl FnMut(&str) -> bool,
+    ) -> Result<Generation> {
+        let shared = if self.options.reuse_prefix {
+            shared_prefix(&cached.tokens, tokens)
+        } else {
+            0
+        };
+        // At least the last prompt token is evaluated: its logits give the first answer token.
+        let mut reused = shared.min(tokens.len() - 1);
+        let ctx = &mut cached.ctx;
+        // Models whose memory cannot drop a tail (recurrent ones) start from an empty cache.
+        if !ctx
+            .clear_kv_cache_seq(Some(0), Some(reused as u32), None)
+            .unwrap_or(false)
+        {
+            ctx.clear_kv_cache();
+            reused = 0;
+        }
+        cached.tokens.truncate(reused);
+        ctx.reset_timings();
+        let vocab = model.vocab();
 
         let started = Instant::now();
-        let mut batch = LlamaBatch::new(tokens.len(), 1);
-        let last = tokens.len() - 1;
-        for (i, &token) in tokens.iter().enumerate() {
-            batch.add(token, i as i32, &[0], i == last)?;
+        let fresh = &tokens[reused..];
+        let mut batch = LlamaBatch::new(fresh.len(), 1);
+        let last = fresh.len() - 1;
+        for (i, &token) in fresh.iter().enumerate() {
+            batch.add(token, (reused + i) as i32, &[0], i == last)?;
         }
         ctx.decode(&mut batch)
             .map_err(|e| anyhow!("evaluating the prompt: {e}"))?;
+        cached.tokens.extend_from_slice(fresh);
         let prompt_eval_ms = ms_since(started);
 
         let started = Instant::now();
         let mut sampler = LlamaSampler::greedy();
         let mut answer = AnswerText::default();
         let mut generated = 0;
-        let mut position = tokens.len() as i32;
         let stop = loop {
-            let token = sampler.sample(&ctx, batch.n_tokens() - 1);
+            let token = sampler.sample(ctx, batch.n_tokens() - 1);
             sampler.accept(token);
             if vocab.is_eog(token) {
                 break "eog";
@@ -269,10 +336,10 @@ impl Generator {
                 break "max_tokens";
             }
             batch.clear();
-            batch.add(token, position, &[0], true)?;
-            position += 1;
+            batch.add(token, cached.tokens.len() as i32, &[0], true)?;
             ctx.decode(&mut batch)
                 .map_err(|e| anyhow!("decoding: {e}"))?;
+            cached.tokens.push(token);
         };
         let generation_ms = ms_since(started);
         let timings = ctx.timings();
@@ -280,6 +347,7 @@ impl Generator {
         Ok(Generation {
             text: answer.finish(),
             prompt_tokens: tokens.len(),
+            reused_tokens: reused,
             generated_tokens: generated,
             stop,
             prompt_eval_ms,
@@ -291,6 +359,11 @@ impl Generator {
             llama_tokens_per_second: per_second(llama_eval_tokens, timings.t_eval_ms()),
         })
     }
+}
+
+/// How many tokens two sequences share from the start.
+fn shared_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn per_second(count: usize, ms: f64) -> f64 {

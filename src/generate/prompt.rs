@@ -105,15 +105,28 @@ impl PromptSpec {
         })
     }
 
+    /// The passages as the prompt lays them out.
+    pub fn context(&self, passages: &[Paragraph]) -> String {
+        match self.style {
+            PromptStyle::Paper => passages
+                .iter()
+                .map(|p| format!("{}: {}", p.title, p.text))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            PromptStyle::Chat => passages
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("Doc {}(Title: {}) {}\n", i + 1, p.title, p.text))
+                .collect(),
+        }
+    }
+
     pub fn render(&self, question: &str, passages: &[Paragraph]) -> Prompt {
+        let context = self.context(passages);
         match self.style {
             PromptStyle::Paper => {
-                let context: Vec<String> = passages
-                    .iter()
-                    .map(|p| format!("{}: {}", p.title, p.text))
-                    .collect();
                 // One pass over the template, so a `{question}` inside a paragraph stays text.
-                let content = fill(&self.template, &context.join("\n"), question);
+                let content = fill(&self.template, &context, question);
                 Prompt {
                     messages: vec![Message {
                         role: Role::User,
@@ -121,24 +134,18 @@ impl PromptSpec {
                     }],
                 }
             }
-            PromptStyle::Chat => {
-                let mut system = CHAT_INSTRUCTION.to_string();
-                for (i, p) in passages.iter().enumerate() {
-                    system.push_str(&format!("Doc {}(Title: {}) {}\n", i + 1, p.title, p.text));
-                }
-                Prompt {
-                    messages: vec![
-                        Message {
-                            role: Role::System,
-                            content: system,
-                        },
-                        Message {
-                            role: Role::User,
-                            content: format!("Question: {question}"),
-                        },
-                    ],
-                }
-            }
+            PromptStyle::Chat => Prompt {
+                messages: vec![
+                    Message {
+                        role: Role::System,
+                        content: format!("{CHAT_INSTRUCTION}{context}"),
+                    },
+                    Message {
+                        role: Role::User,
+                        content: format!("Question: {question}"),
+                    },
+                ],
+            },
         }
     }
 

@@ -1,7 +1,9 @@
-//! Retrieval over a built index: dense (ESE vectors at a chosen depth and size), BM25, or their
-//! reciprocal-rank fusion.
+//! Retrieval over a built index: dense (ESE vectors at a chosen depth and size), BM25, or a
+//! fusion of both ([`fusion`]), in one hop or two ([`hops`]).
 
-use std::collections::HashMap;
+pub mod fusion;
+pub mod hops;
+
 use std::path::Path;
 use std::time::Instant;
 
@@ -16,8 +18,8 @@ use crate::vectors::Matrix;
 
 /// Questions longer than this are refused rather than silently truncated by the tokenizer.
 pub const MAX_QUESTION_BYTES: usize = 4096;
-/// The usual constant of reciprocal-rank fusion (Cormack et al., 2009).
-const RRF_K: f32 = 60.0;
+/// How deep each ranking merged into another (fusion's inputs, each hop) is taken.
+const CANDIDATES: usize = 50;
 
 #[derive(
     Debug,
@@ -27,6 +29,7 @@ const RRF_K: f32 = 60.0;
     Eq,
     PartialOrd,
     Ord,
+    Hash,
     Serialize,
     Deserialize,
     clap::ValueEnum,
@@ -37,7 +40,10 @@ pub enum Mode {
     #[default]
     Dense,
     Bm25,
+    /// Reciprocal-rank fusion of dense and BM25.
     Hybrid,
+    /// Convex combination of dense and BM25 scores, each scaled to [0, 1].
+    Fusion,
 }
 
 impl std::fmt::Display for Mode {
@@ -46,7 +52,51 @@ impl std::fmt::Display for Mode {
             Mode::Dense => "dense",
             Mode::Bm25 => "bm25",
             Mode::Hybrid => "hybrid",
+            Mode::Fusion => "fusion",
         })
+    }
+}
+
+impl Mode {
+    /// Whether the mode reads dense vectors (and so has a depth and a size).
+    pub fn is_dense(self) -> bool {
+        self != Mode::Bm25
+    }
+}
+
+/// How a question is searched: which scores, and in one hop or two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Strategy {
+    pub mode: Mode,
+    /// 1: the question alone; 2: also the question joined to each of the first hop's best
+    /// paragraphs ([`hops`]).
+    pub hops: u8,
+}
+
+impl Strategy {
+    pub fn new(mode: Mode, hops: u8) -> Result<Self> {
+        if !(1..=2).contains(&hops) {
+            bail!("hops must be 1 or 2 (got {hops})");
+        }
+        Ok(Self { mode, hops })
+    }
+}
+
+impl Default for Strategy {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Dense,
+            hops: 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.hops {
+            1 => write!(f, "{}", self.mode),
+            hops => write!(f, "{}-{hops}hop", self.mode),
+        }
     }
 }
 
@@ -54,9 +104,17 @@ impl std::fmt::Display for Mode {
 pub struct SearchRequest<'a> {
     pub query: &'a str,
     pub k: usize,
-    pub mode: Mode,
+    pub strategy: Strategy,
     pub layers: Option<usize>,
     pub dim: Option<usize>,
+}
+
+/// A ranked document: its id, its score in the ranking, and the hop that found it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub id: u64,
+    pub score: f32,
+    pub hop: u8,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,6 +124,8 @@ pub struct Hit {
     pub title: String,
     pub text: String,
     pub score: f32,
+    /// 1 for the question's own search, 2 for a second-hop search.
+    pub hop: u8,
 }
 
 impl Hit {
@@ -89,10 +149,38 @@ pub struct SearchTimings {
 pub struct SearchResponse {
     pub query: String,
     pub mode: Mode,
+    pub hops: u8,
     pub layers: usize,
     pub dim: usize,
     pub hits: Vec<Hit>,
     pub timings: SearchTimings,
+}
+
+impl SearchResponse {
+    /// Given paragraphs as if retrieved for `query`, in order (the gold paragraphs of an oracle
+    /// run, or a caller's own context).
+    pub fn of_passages(query: &str, passages: &[Paragraph]) -> Self {
+        Self {
+            query: query.to_string(),
+            mode: Mode::default(),
+            hops: 0,
+            layers: 0,
+            dim: 0,
+            hits: passages
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Hit {
+                    rank: i + 1,
+                    id: i as u64,
+                    title: p.title.clone(),
+                    text: p.text.clone(),
+                    score: 0.0,
+                    hop: 0,
+                })
+                .collect(),
+            timings: SearchTimings::default(),
+        }
+    }
 }
 
 pub fn validate_question(question: &str) -> Result<&str> {
@@ -109,9 +197,50 @@ pub fn validate_question(question: &str) -> Result<&str> {
     Ok(trimmed)
 }
 
+/// The weights of fusion and of the second hop (defaults chosen on the fullwiki questions,
+/// eval/answers/).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tuning {
+    /// Dense weight of [`Mode::Fusion`], in [0, 1].
+    pub fusion_weight: f32,
+    /// First-hop paragraphs that each seed a second-hop search.
+    pub hop_beam: usize,
+    /// What second-hop evidence counts for beside first-hop evidence ([`hops::merge`]).
+    pub hop_weight: f32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            fusion_weight: 0.3,
+            hop_beam: 2,
+            hop_weight: 0.3,
+        }
+    }
+}
+
+impl Tuning {
+    pub fn check(self) -> Result<Self> {
+        if !(0.0..=1.0).contains(&self.fusion_weight) {
+            bail!(
+                "the fusion weight must be between 0 and 1 (got {})",
+                self.fusion_weight
+            );
+        }
+        if self.hop_beam == 0 {
+            bail!("the hop beam must be at least 1");
+        }
+        if !(self.hop_weight.is_finite() && self.hop_weight >= 0.0) {
+            bail!("the hop weight must be 0 or more (got {})", self.hop_weight);
+        }
+        Ok(self)
+    }
+}
+
 pub struct Retriever {
     pub index: Index,
     pub encoder: Encoder,
+    pub tuning: Tuning,
 }
 
 impl Retriever {
@@ -130,7 +259,16 @@ impl Retriever {
         };
         let encoder = Encoder::load(model.unwrap_or(&identity.path), &options)?;
         identity.check_matches(&encoder)?;
-        Ok(Self { index, encoder })
+        Ok(Self {
+            index,
+            encoder,
+            tuning: Tuning::default(),
+        })
+    }
+
+    pub fn with_tuning(mut self, tuning: Tuning) -> Result<Self> {
+        self.tuning = tuning.check()?;
+        Ok(self)
     }
 
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
@@ -142,7 +280,7 @@ impl Retriever {
             .rank(
                 &[query],
                 None,
-                request.mode,
+                request.strategy,
                 layers,
                 dim,
                 request.k,
@@ -150,7 +288,7 @@ impl Retriever {
             )?
             .pop()
             .unwrap_or_default();
-        let mut response = self.respond(query, request.mode, layers, dim, ranked, timings)?;
+        let mut response = self.respond(query, request.strategy, layers, dim, ranked, timings)?;
         response.timings.total_ms = ms_since(started);
         Ok(response)
     }
@@ -161,29 +299,31 @@ impl Retriever {
     pub fn respond(
         &self,
         query: &str,
-        mode: Mode,
+        strategy: Strategy,
         layers: usize,
         dim: usize,
-        ranked: Vec<(u64, f32)>,
+        ranked: Vec<Scored>,
         timings: SearchTimings,
     ) -> Result<SearchResponse> {
         let hits = ranked
             .into_iter()
             .enumerate()
-            .map(|(i, (id, score))| {
-                let doc = self.index.document(id)?;
+            .map(|(i, s)| {
+                let doc = self.index.document(s.id)?;
                 Ok(Hit {
                     rank: i + 1,
-                    id,
+                    id: s.id,
                     title: doc.title,
                     text: doc.text,
-                    score,
+                    score: s.score,
+                    hop: s.hop,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(SearchResponse {
             query: query.to_string(),
-            mode,
+            mode: strategy.mode,
+            hops: strategy.hops,
             layers,
             dim,
             hits,
@@ -191,11 +331,75 @@ impl Retriever {
         })
     }
 
-    /// Ranked (id, score) lists for many questions at a resolved depth and size. Dense
-    /// questions are encoded here as one batch, unless `encoded` holds them already (full
-    /// width, at this depth, query prefix applied, a row per question).
+    /// Rankings for many questions at a resolved depth and size. Dense questions are encoded
+    /// here as one batch, unless `encoded` holds them already (full width, at this depth, query
+    /// prefix applied, a row per question). A second hop searches again for every question and
+    /// each of its best first-hop paragraphs ([`Tuning::hop_beam`]), all in one batch.
     #[allow(clippy::too_many_arguments)]
     pub fn rank(
+        &self,
+        queries: &[&str],
+        encoded: Option<&Matrix>,
+        strategy: Strategy,
+        layers: usize,
+        dim: usize,
+        k: usize,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Vec<Scored>>> {
+        if k == 0 {
+            bail!("k must be at least 1");
+        }
+        let scored = |ranking: Vec<(u64, f32)>| {
+            ranking
+                .into_iter()
+                .map(|(id, score)| Scored { id, score, hop: 1 })
+                .collect::<Vec<_>>()
+        };
+        if strategy.hops < 2 {
+            let first = self.rank_once(queries, encoded, strategy.mode, layers, dim, k, timings)?;
+            return Ok(first.into_iter().map(scored).collect());
+        }
+        let depth = k.max(CANDIDATES);
+        let first = self.rank_once(queries, encoded, strategy.mode, layers, dim, depth, timings)?;
+        let started = Instant::now();
+        let mut texts = Vec::new();
+        for (query, ranking) in queries.iter().zip(&first) {
+            for &(id, _) in ranking.iter().take(self.tuning.hop_beam) {
+                texts.push(hops::query(query, &self.index.document(id)?));
+            }
+        }
+        timings.search_ms += ms_since(started);
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut seconds = if texts.is_empty() {
+            Vec::new()
+        } else {
+            self.rank_once(
+                &texts,
+                None,
+                strategy.mode,
+                layers,
+                dim,
+                CANDIDATES,
+                timings,
+            )?
+        }
+        .into_iter();
+        Ok(first
+            .iter()
+            .map(|ranking| {
+                let seeds = ranking.len().min(self.tuning.hop_beam);
+                let seconds: Vec<_> = seconds.by_ref().take(seeds).collect();
+                hops::merge(ranking, &seconds, self.tuning.hop_weight, k)
+                    .into_iter()
+                    .map(|(id, score, hop)| Scored { id, score, hop })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// One search per question, best first.
+    #[allow(clippy::too_many_arguments)]
+    fn rank_once(
         &self,
         queries: &[&str],
         encoded: Option<&Matrix>,
@@ -205,27 +409,27 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
-        if k == 0 {
-            bail!("k must be at least 1");
+        if mode == Mode::Bm25 {
+            return self.bm25(queries, k, timings);
         }
-        match mode {
-            Mode::Dense => self.dense(queries, encoded, layers, dim, k, timings),
-            Mode::Bm25 => self.bm25(queries, k, timings),
-            Mode::Hybrid => {
-                let depth = (k * 4).max(50);
-                let dense = self.dense(queries, encoded, layers, dim, depth, timings)?;
-                let lexical = self.bm25(queries, depth, timings)?;
-                Ok(dense
-                    .into_iter()
-                    .zip(lexical)
-                    .map(|(d, l)| {
-                        let mut fused = reciprocal_rank_fusion(&[d, l]);
-                        fused.truncate(k);
-                        fused
-                    })
-                    .collect())
-            }
+        if mode == Mode::Dense {
+            return self.dense(queries, encoded, layers, dim, k, timings);
         }
+        let depth = (k * 4).max(CANDIDATES);
+        let dense = self.dense(queries, encoded, layers, dim, depth, timings)?;
+        let lexical = self.bm25(queries, depth, timings)?;
+        Ok(dense
+            .into_iter()
+            .zip(lexical)
+            .map(|(d, l)| {
+                let mut fused = match mode {
+                    Mode::Fusion => fusion::convex_fusion(&d, &l, self.tuning.fusion_weight),
+                    _ => fusion::reciprocal_rank_fusion(&[d, l]),
+                };
+                fused.truncate(k);
+                fused
+            })
+            .collect())
     }
 
     fn dense(
@@ -278,38 +482,9 @@ impl Retriever {
     }
 }
 
-/// Fuses rankings by summing `1 / (RRF_K + rank)` per document; ties keep first-seen order.
-pub fn reciprocal_rank_fusion(rankings: &[Vec<(u64, f32)>]) -> Vec<(u64, f32)> {
-    let mut scores: HashMap<u64, f32> = HashMap::new();
-    let mut order: Vec<u64> = Vec::new();
-    for ranking in rankings {
-        for (rank, &(id, _)) in ranking.iter().enumerate() {
-            let entry = scores.entry(id).or_insert_with(|| {
-                order.push(id);
-                0.0
-            });
-            *entry += 1.0 / (RRF_K + rank as f32 + 1.0);
-        }
-    }
-    let mut fused: Vec<(u64, f32)> = order.into_iter().map(|id| (id, scores[&id])).collect();
-    fused.sort_by(|a, b| b.1.total_cmp(&a.1));
-    fused
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fusion_rewards_documents_both_rankings_agree_on() {
-        let dense = vec![(1, 0.9), (2, 0.8), (3, 0.7)];
-        let lexical = vec![(3, 12.0), (4, 9.0), (1, 5.0)];
-        let fused = reciprocal_rank_fusion(&[dense, lexical]);
-        let ids: Vec<u64> = fused.iter().map(|h| h.0).collect();
-        // 1: 1/61 + 1/63; 3: 1/63 + 1/61 (tie, 1 seen first); 2: 1/62; 4: 1/62.
-        assert_eq!(ids, vec![1, 3, 2, 4]);
-        assert!((fused[0].1 - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-6);
-    }
 
     #[test]
     fn questions_are_checked() {

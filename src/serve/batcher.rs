@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 
 use super::error::ApiError;
 use super::metrics::Metrics;
-use crate::retrieve::{Mode, Retriever, SearchResponse, SearchTimings};
+use crate::retrieve::{Retriever, SearchResponse, SearchTimings, Strategy};
 use crate::util::ms_since;
 use crate::vectors::Matrix;
 
@@ -56,7 +56,7 @@ pub struct QueuedSearch {
     /// As the client sent it (the queued text has the encoder's query prefix).
     pub query: String,
     pub k: usize,
-    pub mode: Mode,
+    pub strategy: Strategy,
     /// Resolved against the index, like the job's depth.
     pub dim: usize,
 }
@@ -93,13 +93,18 @@ struct Encoded {
     reply: oneshot::Sender<Result<SearchResponse>>,
 }
 
-/// What searches must share to be looked up in one call: depth, size, mode and k (the last two
-/// shape the ranking, not only its length).
-type LookupKey = (usize, usize, Mode, usize);
+/// What searches must share to be looked up in one call: depth, size, strategy and k (the last
+/// two shape the ranking, not only its length).
+type LookupKey = (usize, usize, Strategy, usize);
 
 impl Encoded {
     fn key(&self) -> LookupKey {
-        (self.depth, self.search.dim, self.search.mode, self.search.k)
+        (
+            self.depth,
+            self.search.dim,
+            self.search.strategy,
+            self.search.k,
+        )
     }
 }
 
@@ -322,7 +327,7 @@ fn run_searches(retriever: &Retriever, encoded: &mpsc::Receiver<Vec<Encoded>>, m
 }
 
 /// Searches that share `key`, in one call.
-fn look_up(retriever: &Retriever, (depth, dim, mode, k): LookupKey, group: Vec<Encoded>) {
+fn look_up(retriever: &Retriever, (depth, dim, strategy, k): LookupKey, group: Vec<Encoded>) {
     let started = Instant::now();
     let cols = group[0].vector.len();
     let vectors: Vec<f32> = group
@@ -332,13 +337,21 @@ fn look_up(retriever: &Retriever, (depth, dim, mode, k): LookupKey, group: Vec<E
     let vectors = Matrix::from_vec(group.len(), cols, vectors);
     let queries: Vec<&str> = group.iter().map(|s| s.search.query.as_str()).collect();
     let mut timings = SearchTimings::default();
-    let ranked = retriever.rank(&queries, Some(&vectors), mode, depth, dim, k, &mut timings);
+    let ranked = retriever.rank(
+        &queries,
+        Some(&vectors),
+        strategy,
+        depth,
+        dim,
+        k,
+        &mut timings,
+    );
     match ranked {
         Ok(ranked) => {
             for (search, ranked) in group.into_iter().zip(ranked) {
                 let response = retriever.respond(
                     &search.search.query,
-                    mode,
+                    strategy,
                     depth,
                     dim,
                     ranked,

@@ -7,41 +7,19 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use serde::Serialize;
+
 use tokio::sync::mpsc as async_mpsc;
 
 use super::error::ApiError;
 use super::metrics::Metrics;
-use crate::corpus::Paragraph;
+use crate::ask::{AskResult, AskSettings, Pipeline};
 use crate::generate::{Generator, PromptSpec};
-use crate::retrieve::{Hit, Mode, Retriever, SearchRequest};
-use crate::util::ms_since;
+use crate::retrieve::Retriever;
 
 /// Tokens buffered between the generator and a slow client before generation waits for it.
 const TOKEN_BUFFER: usize = 64;
-
-#[derive(Debug, Clone)]
-pub struct AskOptions {
-    pub top_k: usize,
-    pub mode: Mode,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct AskTimings {
-    pub retrieve_ms: f64,
-    pub generate_ms: f64,
-    pub total_ms: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct AskResult {
-    pub answer: String,
-    pub sources: Vec<Hit>,
-    pub timings: AskTimings,
-}
 
 /// Retrieves passages for a question and generates an answer from them.
 pub trait Answerer: Send + Sync {
@@ -53,12 +31,12 @@ pub trait Answerer: Send + Sync {
     fn answer(
         &self,
         question: &str,
-        options: &AskOptions,
+        settings: &AskSettings,
         on_token: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AskResult>;
 }
 
-/// The real answerer: retrieval from the served index, then the llama.cpp generator.
+/// The real answerer: the ask pipeline on the served index and the llama.cpp generator.
 pub struct RagAnswerer {
     pub retriever: Arc<Retriever>,
     pub generator: Generator,
@@ -73,32 +51,11 @@ impl Answerer for RagAnswerer {
     fn answer(
         &self,
         question: &str,
-        options: &AskOptions,
+        settings: &AskSettings,
         on_token: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AskResult> {
-        let started = Instant::now();
-        let response = self.retriever.search(&SearchRequest {
-            query: question,
-            k: options.top_k,
-            mode: options.mode,
-            layers: None,
-            dim: None,
-        })?;
-        let retrieve_ms = ms_since(started);
-        let passages: Vec<Paragraph> = response.hits.iter().map(Hit::paragraph).collect();
-        let generated = Instant::now();
-        let answer = self
-            .generator
-            .answer(&self.spec, question, &passages, |piece| on_token(piece))?;
-        Ok(AskResult {
-            answer: answer.generation.text,
-            sources: response.hits,
-            timings: AskTimings {
-                retrieve_ms,
-                generate_ms: ms_since(generated),
-                total_ms: ms_since(started),
-            },
-        })
+        Pipeline::new(&self.retriever, &self.generator, &self.spec)
+            .ask(question, settings, on_token)
     }
 }
 
@@ -109,7 +66,7 @@ pub enum AskEvent {
 
 struct Job {
     question: String,
-    options: AskOptions,
+    settings: AskSettings,
     events: async_mpsc::Sender<AskEvent>,
 }
 
@@ -147,13 +104,13 @@ impl GenerationQueue {
     pub fn submit(
         &self,
         question: String,
-        options: AskOptions,
+        settings: AskSettings,
     ) -> Result<async_mpsc::Receiver<AskEvent>, ApiError> {
         let (events, receiver) = async_mpsc::channel(TOKEN_BUFFER);
         self.metrics.generate_queue.fetch_add(1, Ordering::Relaxed);
         match self.jobs.try_send(Job {
             question,
-            options,
+            settings,
             events,
         }) {
             Ok(()) => Ok(receiver),
@@ -184,7 +141,7 @@ fn run(answerer: &dyn Answerer, job: Job, metrics: &Metrics) {
     };
     // A panicking generator fails this question, not the thread every later one waits on.
     let result = catch_unwind(AssertUnwindSafe(|| {
-        answerer.answer(&job.question, &job.options, &mut on_token)
+        answerer.answer(&job.question, &job.settings, &mut on_token)
     }))
     .unwrap_or_else(|_| Err(anyhow!("the generator panicked")));
     let _ = events.blocking_send(AskEvent::Done(result));

@@ -22,9 +22,7 @@ use tokio::sync::Semaphore;
 
 pub use batcher::{BatchOptions, Batcher};
 pub use error::ApiError;
-pub use generation::{
-    Answerer, AskEvent, AskOptions, AskResult, AskTimings, GenerationQueue, RagAnswerer,
-};
+pub use generation::{Answerer, AskEvent, GenerationQueue, RagAnswerer};
 use metrics::Metrics;
 
 use crate::retrieve::Retriever;
@@ -66,6 +64,8 @@ impl Default for Limits {
 pub struct ServeConfig {
     pub limits: Limits,
     pub batch: BatchOptions,
+    /// How `/ask` retrieves and builds its context when a request does not say.
+    pub ask: crate::ask::AskSettings,
 }
 
 /// What the server serves, loaded once before it reports ready.

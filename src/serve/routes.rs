@@ -19,11 +19,12 @@ use tokio::sync::mpsc;
 
 use super::batcher::QueuedSearch;
 use super::error::{ApiError, JsonBody};
-use super::generation::{AskEvent, AskOptions};
+use super::generation::AskEvent;
 use super::metrics::route_label;
 use super::AppState;
+use crate::ask::AskSettings;
 use crate::encoder::Encoder;
-use crate::retrieve::{validate_question, Mode, SearchRequest, SearchResponse};
+use crate::retrieve::{validate_question, Mode, SearchRequest, SearchResponse, Strategy};
 use crate::util::ms_since;
 
 type App = State<Arc<AppState>>;
@@ -88,8 +89,14 @@ struct SearchBody {
     k: usize,
     #[serde(default)]
     mode: Mode,
+    #[serde(default = "one_hop")]
+    hops: u8,
     layers: Option<usize>,
     dim: Option<usize>,
+}
+
+fn one_hop() -> u8 {
+    1
 }
 
 async fn search(
@@ -100,6 +107,7 @@ async fn search(
     let ready = app.ready()?;
     let query = validate_question(&body.query).map_err(ApiError::invalid_because)?;
     check_k("k", body.k, app.config.limits.max_k)?;
+    let strategy = Strategy::new(body.mode, body.hops).map_err(ApiError::invalid_because)?;
     let retriever = Arc::clone(&ready.retriever);
     let (layers, dim) = retriever
         .index
@@ -116,7 +124,7 @@ async fn search(
             retriever.search(&SearchRequest {
                 query: &query,
                 k: body.k,
-                mode: body.mode,
+                strategy,
                 layers: Some(layers),
                 dim: Some(dim),
             })
@@ -130,7 +138,7 @@ async fn search(
         let search = QueuedSearch {
             query: query.to_owned(),
             k: body.k,
-            mode: body.mode,
+            strategy,
             dim,
         };
         let queued = Instant::now();
@@ -147,18 +155,17 @@ async fn search(
     Ok(Json(response))
 }
 
-fn default_top_k() -> usize {
-    5
-}
-
+/// `/ask`'s body; what it leaves out comes from the server's settings.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AskBody {
     question: String,
-    #[serde(default = "default_top_k")]
-    top_k: usize,
-    #[serde(default)]
-    mode: Mode,
+    top_k: Option<usize>,
+    mode: Option<Mode>,
+    hops: Option<u8>,
+    layers: Option<usize>,
+    dim: Option<usize>,
+    context_tokens: Option<usize>,
     #[serde(default)]
     stream: bool,
 }
@@ -166,17 +173,33 @@ struct AskBody {
 async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Response, ApiError> {
     let ready = app.ready()?;
     let question = validate_question(&body.question).map_err(ApiError::invalid_because)?;
-    check_k("top_k", body.top_k, app.config.limits.max_k)?;
+    let defaults = app.config.ask;
+    let top_k = body.top_k.unwrap_or(defaults.top_k);
+    check_k("top_k", top_k, app.config.limits.max_k)?;
+    let strategy = Strategy::new(
+        body.mode.unwrap_or(defaults.strategy.mode),
+        body.hops.unwrap_or(defaults.strategy.hops),
+    )
+    .map_err(ApiError::invalid_because)?;
+    let (layers, dim) = ready
+        .retriever
+        .index
+        .manifest
+        .resolve(body.layers.or(defaults.layers), body.dim.or(defaults.dim))
+        .map_err(ApiError::invalid_because)?;
+    let settings = AskSettings {
+        strategy,
+        layers: Some(layers),
+        dim: Some(dim),
+        top_k,
+        context_tokens: body.context_tokens.unwrap_or(defaults.context_tokens),
+    };
     let queue = ready.generation.as_ref().ok_or_else(|| {
         ApiError::unavailable(
             "no generator is loaded: start `rag serve` with --llm FILE to answer questions",
         )
     })?;
-    let options = AskOptions {
-        top_k: body.top_k,
-        mode: body.mode,
-    };
-    let mut events = queue.submit(question.to_owned(), options)?;
+    let mut events = queue.submit(question.to_owned(), settings)?;
     if body.stream {
         return Ok(Sse::new(event_stream(events))
             .keep_alive(KeepAlive::default())

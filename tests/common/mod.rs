@@ -32,8 +32,35 @@ pub fn data_dir() -> Option<PathBuf> {
     dir.join("hotpotqa").is_dir().then_some(dir)
 }
 
+/// Skips a test this machine cannot run (a CPU feature it lacks), saying so on stderr and in
+/// `$RAG_SKIP_LOG`, which `scripts/test.sh` lists at the end (cargo hides a passing test's
+/// output).
 pub fn skip(test: &str, why: &str) {
     eprintln!("SKIPPED {test}: {why}");
+    if let Some(log) = std::env::var_os("RAG_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(file, "{test}: {why}");
+        }
+    }
+}
+
+/// Skips a test whose model or data (`what`: "models" or "data") is missing, unless
+/// `$RAG_REQUIRE` names it (or says "all"): then the test fails, so CI cannot pass without
+/// running the real thing.
+pub fn missing(test: &str, what: &str, why: &str) {
+    let required = std::env::var("RAG_REQUIRE").unwrap_or_default();
+    if required
+        .split(',')
+        .any(|r| r.trim() == what || r.trim() == "all")
+    {
+        panic!("{test}: {why}, and RAG_REQUIRE={required} requires {what}");
+    }
+    skip(test, why);
 }
 
 /// Runs the `rag` binary built for these tests.
@@ -120,4 +147,20 @@ pub fn default_llm() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"));
     path.is_file().then_some(path)
+}
+
+/// The small generator (`scripts/fetch-models.sh llm-small`), which CI fetches.
+pub fn small_llm() -> Option<PathBuf> {
+    let path = repo_root().join("data/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    path.is_file().then_some(path)
+}
+
+/// A generator to test with: the default one, else the small one.
+pub fn any_llm() -> Option<PathBuf> {
+    default_llm().or_else(small_llm)
+}
+
+/// Every generator present, the default first.
+pub fn all_llms() -> Vec<PathBuf> {
+    default_llm().into_iter().chain(small_llm()).collect()
 }

@@ -1,0 +1,292 @@
+//! The context a generator reads: the retrieved paragraphs' best sentences within a token
+//! budget, not the paragraphs whole. Prompt evaluation is nearly all of an answer's time on a
+//! CPU, and most of a paragraph is not the evidence.
+//!
+//! Every sentence of the retrieved paragraphs is scored against the question (the encoder's
+//! cosine at the retrieval depth, the share of the question's words it or its title holds, its
+//! paragraph's rank, and whether it opens the paragraph, which in Wikipedia says who or what the
+//! paragraph is about); the best are kept while they fit, each paragraph with its title, the
+//! paragraphs in rank order and the sentences in document order within each.
+
+use std::ops::Range;
+
+use crate::corpus::Paragraph;
+
+/// How a sentence's score is made (chosen on the fullwiki questions, eval/answers/).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SentenceWeights {
+    pub dense: f32,
+    pub lexical: f32,
+    /// Times 1 / rank of the sentence's paragraph.
+    pub rank: f32,
+    pub first: f32,
+}
+
+impl Default for SentenceWeights {
+    fn default() -> Self {
+        Self {
+            dense: 1.0,
+            lexical: 0.5,
+            rank: 0.3,
+            first: 0.15,
+        }
+    }
+}
+
+/// A paragraph cut into sentences, with each sentence's score.
+#[derive(Debug, Clone)]
+pub struct Scored<'p> {
+    pub paragraph: &'p Paragraph,
+    pub sentences: Vec<Range<usize>>,
+    pub scores: Vec<f32>,
+}
+
+/// Which sentences of each paragraph went into the context, and the context itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    /// Per paragraph (in the order given), per sentence.
+    pub kept: Vec<Vec<bool>>,
+    /// The paragraphs with a kept sentence, in the order given, holding only those sentences.
+    pub passages: Vec<Paragraph>,
+    /// Tokens of the rendered context, as `measure` counted them.
+    pub tokens: usize,
+}
+
+/// The question's words that carry its meaning: lower-cased, three letters or more, not among
+/// the commonest English words.
+pub fn content_words(text: &str) -> Vec<String> {
+    const STOP: [&str; 40] = [
+        "the", "and", "for", "are", "was", "were", "which", "what", "who", "whom", "whose", "when",
+        "where", "how", "that", "this", "with", "from", "has", "have", "had", "did", "does", "not",
+        "but", "its", "his", "her", "their", "they", "them", "than", "then", "also", "both",
+        "same", "into", "about", "there", "been",
+    ];
+    let mut words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .map(str::to_lowercase)
+        .filter(|w| !STOP.contains(&w.as_str()))
+        .map(|w| stem(&w))
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// A crude stem: the first six characters, enough to match "directed" with "director".
+fn stem(word: &str) -> String {
+    word.chars().take(6).collect()
+}
+
+/// The share of `question` words found in `text`.
+pub fn lexical_overlap(question: &[String], text: &str) -> f32 {
+    if question.is_empty() {
+        return 0.0;
+    }
+    let found = content_words(text);
+    let hits = question.iter().filter(|w| found.contains(w)).count();
+    hits as f32 / question.len() as f32
+}
+
+/// A sentence's score from its parts; `rank` counts from 1.
+pub fn sentence_score(
+    weights: &SentenceWeights,
+    cosine: f32,
+    overlap: f32,
+    rank: usize,
+    first: bool,
+) -> f32 {
+    weights.dense * cosine
+        + weights.lexical * overlap
+        + weights.rank / rank as f32
+        + if first { weights.first } else { 0.0 }
+}
+
+/// The best sentences that fit in `budget` tokens. `count` gives a sentence's tokens; `measure`
+/// the tokens of a rendered context (so a paragraph's header costs `measure` of the paragraph
+/// without text). Sentences are taken best first while they fit; since pieces counted apart can
+/// tokenize differently together, the rendered context is measured at the end and the weakest
+/// kept sentences are dropped until it fits: the budget is never exceeded.
+pub fn select(
+    scored: &[Scored],
+    budget: usize,
+    count: impl Fn(&str) -> usize,
+    measure: impl Fn(&[Paragraph]) -> usize,
+) -> Selection {
+    let mut order: Vec<(usize, usize)> = scored
+        .iter()
+        .enumerate()
+        .flat_map(|(p, s)| (0..s.sentences.len()).map(move |i| (p, i)))
+        .collect();
+    // Stable: equal scores keep rank and document order.
+    order.sort_by(|a, b| {
+        let score = |&(p, i): &(usize, usize)| scored[p].scores[i];
+        score(b).total_cmp(&score(a))
+    });
+    let mut kept: Vec<Vec<bool>> = scored
+        .iter()
+        .map(|s| vec![false; s.sentences.len()])
+        .collect();
+    let mut used = 0;
+    for &(p, i) in &order {
+        let s = &scored[p];
+        let opened = kept[p].iter().any(|&k| k);
+        let header = if opened {
+            0
+        } else {
+            measure(&[Paragraph {
+                title: s.paragraph.title.clone(),
+                text: String::new(),
+            }])
+        };
+        let cost = header + count(&s.paragraph.text[s.sentences[i].clone()]) + 1;
+        if used + cost <= budget {
+            used += cost;
+            kept[p][i] = true;
+        }
+    }
+    loop {
+        let passages = render(scored, &kept);
+        let tokens = if passages.is_empty() {
+            0
+        } else {
+            measure(&passages)
+        };
+        let weakest = order.iter().rev().find(|&&(p, i)| kept[p][i]);
+        match weakest {
+            Some(&(p, i)) if tokens > budget => kept[p][i] = false,
+            _ => {
+                return Selection {
+                    kept,
+                    passages,
+                    tokens,
+                }
+            }
+        }
+    }
+}
+
+/// The kept sentences of each paragraph that has any, joined in document order.
+fn render(scored: &[Scored], kept: &[Vec<bool>]) -> Vec<Paragraph> {
+    scored
+        .iter()
+        .zip(kept)
+        .filter(|(_, k)| k.iter().any(|&k| k))
+        .map(|(s, k)| Paragraph {
+            title: s.paragraph.title.clone(),
+            text: s
+                .sentences
+                .iter()
+                .zip(k)
+                .filter(|(_, &k)| k)
+                .map(|(r, _)| &s.paragraph.text[r.clone()])
+                .collect::<Vec<_>>()
+                .join(" "),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ask::sentences;
+
+    fn words(text: &str) -> usize {
+        text.split_whitespace().count()
+    }
+
+    /// Like the chat prompt: "Doc n(Title: T) text" per paragraph, a line each.
+    fn measure(passages: &[Paragraph]) -> usize {
+        passages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| words(&format!("Doc {}(Title: {}) {}", i + 1, p.title, p.text)))
+            .sum()
+    }
+
+    fn paragraphs() -> Vec<Paragraph> {
+        vec![
+            Paragraph {
+                title: "Ed Wood".into(),
+                text: "Ed Wood was an American filmmaker. He made cheap films. He died in 1978."
+                    .into(),
+            },
+            Paragraph {
+                title: "Scott Derrickson".into(),
+                text: "Scott Derrickson is an American director. He directed Sinister.".into(),
+            },
+        ]
+    }
+
+    fn scored<'p>(paragraphs: &'p [Paragraph], scores: &[&[f32]]) -> Vec<Scored<'p>> {
+        paragraphs
+            .iter()
+            .zip(scores)
+            .map(|(p, s)| Scored {
+                paragraph: p,
+                sentences: sentences::split(&p.text),
+                scores: s.to_vec(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keeps_the_best_sentences_with_titles_in_document_order() {
+        let paragraphs = paragraphs();
+        let scored = scored(&paragraphs, &[&[0.9, 0.1, 0.8], &[0.95, 0.2]]);
+        // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each.
+        let selection = select(&scored, 30, words, measure);
+        assert_eq!(
+            selection.kept,
+            vec![vec![true, false, true], vec![true, false]]
+        );
+        assert_eq!(
+            selection.passages[0].text,
+            "Ed Wood was an American filmmaker. He died in 1978."
+        );
+        assert_eq!(selection.passages[0].title, "Ed Wood");
+        assert_eq!(selection.passages[1].title, "Scott Derrickson");
+        assert_eq!(selection.tokens, measure(&selection.passages));
+        assert!(selection.tokens <= 30);
+    }
+
+    #[test]
+    fn the_budget_is_never_exceeded() {
+        let paragraphs = paragraphs();
+        let scored = scored(&paragraphs, &[&[0.5, 0.4, 0.3], &[0.2, 0.1]]);
+        for budget in 0..60 {
+            let selection = select(&scored, budget, words, measure);
+            assert!(selection.tokens <= budget, "{budget}: {selection:?}");
+        }
+        // A counter that underestimates every piece still ends within the budget.
+        for budget in 0..60 {
+            let selection = select(&scored, budget, |_| 0, measure);
+            assert!(selection.tokens <= budget, "{budget}: {selection:?}");
+        }
+        let all = select(&scored, 1000, words, measure);
+        assert!(all.kept.iter().flatten().all(|&k| k));
+        assert_eq!(all.passages, paragraphs);
+    }
+
+    #[test]
+    fn scores_add_their_parts() {
+        let w = SentenceWeights {
+            dense: 1.0,
+            lexical: 0.5,
+            rank: 0.2,
+            first: 0.1,
+        };
+        assert!((sentence_score(&w, 0.6, 0.5, 2, true) - (0.6 + 0.25 + 0.1 + 0.1)).abs() < 1e-6);
+        assert!((sentence_score(&w, 0.6, 0.0, 1, false) - 0.8).abs() < 1e-6);
+    }
+
+    #[test]
+    fn overlap_counts_stemmed_content_words() {
+        let question = content_words("Who directed the film Sinister?");
+        assert_eq!(question, vec!["direct", "film", "sinist"]);
+        assert!(
+            (lexical_overlap(&question, "He is a director of Sinister.") - 2.0 / 3.0).abs() < 1e-6
+        );
+        assert_eq!(lexical_overlap(&[], "anything"), 0.0);
+    }
+}

@@ -1,0 +1,343 @@
+//! The one question-answering pipeline: question -> retrieve -> select context -> prompt ->
+//! generate -> answer with its sources, the sentences the generator read, and where the time
+//! went. `rag ask`, `rag serve`'s `/ask` and `rag eval` all answer through [`Pipeline`].
+
+pub mod context;
+pub mod present;
+pub mod sentences;
+
+use std::time::Instant;
+
+use anyhow::{bail, Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::corpus::Paragraph;
+use crate::generate::{Generation, Generator, PromptSpec};
+use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
+use crate::util::ms_since;
+use context::{Scored, SentenceWeights};
+
+/// Token budget of the selected sentences unless `--context-tokens` says otherwise (chosen on
+/// the fullwiki questions, eval/answers/).
+pub const DEFAULT_CONTEXT_TOKENS: usize = 200;
+/// Paragraphs retrieved for a question unless `--top-k` says otherwise.
+pub const DEFAULT_TOP_K: usize = 5;
+/// How questions are retrieved unless a flag says otherwise (chosen on the fullwiki
+/// questions, eval/answers/).
+pub const DEFAULT_STRATEGY: Strategy = Strategy {
+    mode: crate::retrieve::Mode::Fusion,
+    hops: 2,
+};
+
+/// What to retrieve and how much of it the generator reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AskSettings {
+    pub strategy: Strategy,
+    /// Depth and size (default: the index's).
+    pub layers: Option<usize>,
+    pub dim: Option<usize>,
+    /// Paragraphs retrieved; their best sentences make the context.
+    pub top_k: usize,
+    /// Token budget of the context (the generator's tokens); 0 puts the paragraphs in whole.
+    pub context_tokens: usize,
+}
+
+impl Default for AskSettings {
+    fn default() -> Self {
+        Self {
+            strategy: DEFAULT_STRATEGY,
+            layers: None,
+            dim: None,
+            top_k: DEFAULT_TOP_K,
+            context_tokens: DEFAULT_CONTEXT_TOKENS,
+        }
+    }
+}
+
+/// A sentence of a source and whether the generator read it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SourceSentence {
+    pub text: String,
+    pub in_prompt: bool,
+}
+
+/// A retrieved paragraph.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Source {
+    pub rank: usize,
+    pub id: u64,
+    pub title: String,
+    pub text: String,
+    pub score: f32,
+    pub hop: u8,
+    /// Whether any of it went into the prompt.
+    pub in_prompt: bool,
+    pub sentences: Vec<SourceSentence>,
+}
+
+/// Where an answer's time went, in milliseconds. `total_ms` runs from the question to the last
+/// token; `llama_ms` is llama.cpp's own count of prompt evaluation and generation in it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AskTimings {
+    pub encode_ms: f64,
+    pub search_ms: f64,
+    /// Scoring and choosing the sentences.
+    pub select_ms: f64,
+    /// Laying out the prompt and counting its tokens.
+    pub prompt_ms: f64,
+    pub prompt_eval_ms: f64,
+    pub generation_ms: f64,
+    pub total_ms: f64,
+    pub llama_ms: f64,
+}
+
+/// An answer with everything behind it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AskResult {
+    pub question: String,
+    pub answer: String,
+    pub mode: crate::retrieve::Mode,
+    pub hops: u8,
+    pub layers: usize,
+    pub dim: usize,
+    pub context_tokens: usize,
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose state was reused from the previous question (the fixed opening).
+    pub reused_tokens: usize,
+    /// Retrieved paragraphs left out whole to fit the model's context.
+    pub dropped_paragraphs: usize,
+    pub sources: Vec<Source>,
+    pub generation: Generation,
+    pub timings: AskTimings,
+}
+
+/// The context chosen for a question, before generation.
+struct Chosen {
+    passages: Vec<Paragraph>,
+    kept: Vec<Vec<bool>>,
+    sentences: Vec<Vec<std::ops::Range<usize>>>,
+}
+
+/// The models and prompt layout that answer questions. Without a retriever it answers from
+/// given paragraphs only ([`answer_from`](Self::answer_from) with a zero budget).
+pub struct Pipeline<'a> {
+    pub retriever: Option<&'a Retriever>,
+    pub generator: &'a Generator,
+    pub spec: &'a PromptSpec,
+    pub weights: SentenceWeights,
+}
+
+impl<'a> Pipeline<'a> {
+    pub fn new(retriever: &'a Retriever, generator: &'a Generator, spec: &'a PromptSpec) -> Self {
+        Self {
+            retriever: Some(retriever),
+            generator,
+            spec,
+            weights: SentenceWeights::default(),
+        }
+    }
+
+    /// Retrieves for `question` and answers it; `on_token` gets the answer as it grows and
+    /// returns false to stop (a client that went away).
+    pub fn ask(
+        &self,
+        question: &str,
+        settings: &AskSettings,
+        on_token: impl FnMut(&str) -> bool,
+    ) -> Result<AskResult> {
+        let started = Instant::now();
+        let retriever = self.retriever.context("asking needs an index")?;
+        let response = retriever.search(&SearchRequest {
+            query: question,
+            k: settings.top_k,
+            strategy: settings.strategy,
+            layers: settings.layers,
+            dim: settings.dim,
+        })?;
+        self.answer_from(response, settings, started, on_token)
+    }
+
+    /// Answers from a search already made (`rag eval` ranks all its questions in one batch);
+    /// `started` is when the question came in.
+    pub fn answer_from(
+        &self,
+        response: SearchResponse,
+        settings: &AskSettings,
+        started: Instant,
+        on_token: impl FnMut(&str) -> bool,
+    ) -> Result<AskResult> {
+        self.complete(response, settings, started, Some(on_token))
+    }
+
+    /// Everything up to the generator: the sources, the sentences the prompt would hold and its
+    /// token count, but no answer (what `rag eval --context-only` measures).
+    pub fn read_only(
+        &self,
+        response: SearchResponse,
+        settings: &AskSettings,
+        started: Instant,
+    ) -> Result<AskResult> {
+        self.complete(response, settings, started, None::<fn(&str) -> bool>)
+    }
+
+    fn complete(
+        &self,
+        response: SearchResponse,
+        settings: &AskSettings,
+        started: Instant,
+        on_token: Option<impl FnMut(&str) -> bool>,
+    ) -> Result<AskResult> {
+        let selecting = Instant::now();
+        let chosen = self.choose(&response.query, &response.hits, response.layers, settings)?;
+        let select_ms = ms_since(selecting);
+        let prompting = Instant::now();
+        let (prompt, dropped) = self
+            .spec
+            .build_within(&response.query, &chosen.passages, |p| {
+                self.generator.fits(p)
+            })?;
+        let prompt_ms = ms_since(prompting);
+        let generation = match on_token {
+            Some(on_token) => self.generator.generate(&prompt, on_token)?,
+            None => Generation {
+                prompt_tokens: self.generator.prompt_tokens(&prompt)?,
+                ..Default::default()
+            },
+        };
+        let used = chosen.passages.len() - dropped;
+        let titles_used: Vec<&str> = chosen.passages[..used]
+            .iter()
+            .map(|p| p.title.as_str())
+            .collect();
+        let sources = response
+            .hits
+            .iter()
+            .zip(&chosen.kept)
+            .zip(&chosen.sentences)
+            .map(|((hit, kept), ranges)| {
+                let in_prompt = titles_used.contains(&hit.title.as_str());
+                Source {
+                    rank: hit.rank,
+                    id: hit.id,
+                    title: hit.title.clone(),
+                    text: hit.text.clone(),
+                    score: hit.score,
+                    hop: hit.hop,
+                    in_prompt,
+                    sentences: ranges
+                        .iter()
+                        .zip(kept)
+                        .map(|(r, &k)| SourceSentence {
+                            text: hit.text[r.clone()].to_string(),
+                            in_prompt: in_prompt && k,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let llama_ms = generation.llama_prompt_eval_ms + generation.llama_eval_ms;
+        Ok(AskResult {
+            question: response.query,
+            answer: generation.text.clone(),
+            mode: response.mode,
+            hops: response.hops,
+            layers: response.layers,
+            dim: response.dim,
+            context_tokens: settings.context_tokens,
+            prompt_tokens: generation.prompt_tokens,
+            reused_tokens: generation.reused_tokens,
+            dropped_paragraphs: dropped,
+            sources,
+            timings: AskTimings {
+                encode_ms: response.timings.encode_ms,
+                search_ms: response.timings.search_ms,
+                select_ms,
+                prompt_ms,
+                prompt_eval_ms: generation.prompt_eval_ms,
+                generation_ms: generation.generation_ms,
+                total_ms: ms_since(started),
+                llama_ms,
+            },
+            generation,
+        })
+    }
+
+    /// The passages the prompt gets: whole paragraphs with a zero budget, else their best
+    /// sentences within it.
+    fn choose(
+        &self,
+        question: &str,
+        hits: &[Hit],
+        layers: usize,
+        settings: &AskSettings,
+    ) -> Result<Chosen> {
+        let sentences: Vec<_> = hits.iter().map(|h| sentences::split(&h.text)).collect();
+        let paragraphs: Vec<Paragraph> = hits.iter().map(Hit::paragraph).collect();
+        if settings.context_tokens == 0 {
+            return Ok(Chosen {
+                kept: sentences.iter().map(|s| vec![true; s.len()]).collect(),
+                passages: paragraphs,
+                sentences,
+            });
+        }
+        let Some(retriever) = self.retriever else {
+            bail!("choosing sentences needs the index's encoder; use a context budget of 0");
+        };
+        let encoder = &retriever.encoder;
+        let texts: Vec<String> = paragraphs
+            .iter()
+            .zip(&sentences)
+            .flat_map(|(p, ranges)| {
+                ranges
+                    .iter()
+                    .map(move |r| format!("{}: {}", p.title, &p.text[r.clone()]))
+            })
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = if refs.is_empty() {
+            None
+        } else {
+            Some(encoder.encode(&refs, &[layers])?.remove(0))
+        };
+        let asked = encoder.encode_queries(&[question], &[layers])?.remove(0);
+        let words = context::content_words(question);
+        let mut row = 0;
+        let scored: Vec<Scored> = paragraphs
+            .iter()
+            .zip(&sentences)
+            .enumerate()
+            .map(|(rank, (p, ranges))| {
+                let scores = ranges
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let cosine = vectors.as_ref().map_or(0.0, |v| {
+                            crate::vectors::cosine(asked.row(0), v.row(row + i))
+                        });
+                        // The title counts: "He directed it" is about the paragraph's subject.
+                        let text = format!("{} {}", p.title, &p.text[r.clone()]);
+                        let overlap = context::lexical_overlap(&words, &text);
+                        context::sentence_score(&self.weights, cosine, overlap, rank + 1, i == 0)
+                    })
+                    .collect();
+                row += ranges.len();
+                Scored {
+                    paragraph: p,
+                    sentences: ranges.clone(),
+                    scores,
+                }
+            })
+            .collect();
+        let selection = context::select(
+            &scored,
+            settings.context_tokens,
+            |s| self.generator.count_tokens(s),
+            |passages| self.generator.count_tokens(&self.spec.context(passages)),
+        );
+        Ok(Chosen {
+            passages: selection.passages,
+            kept: selection.kept,
+            sentences,
+        })
+    }
+}
