@@ -4,6 +4,7 @@
 //! The model is loaded once per process; each prompt gets a fresh context sized to it, so
 //! nothing carries over between questions and llama.cpp's own timings cover exactly one answer.
 
+pub mod gguf;
 pub mod prompt;
 
 use std::num::NonZeroU32;
@@ -120,10 +121,10 @@ impl Generator {
         if !metadata.is_file() {
             bail!("generator model {} is not a file", path.display());
         }
+        let header = gguf::check(path)?;
         let backend = backend(options.verbose)?;
         let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
-            .map_err(|e| anyhow!("{e}"))
-            .with_context(|| format!("could not load {} as a GGUF model", path.display()))?;
+            .map_err(|e| header.load_error(path, e))?;
         let template = model.chat_template(None).ok();
         let trained = model.n_ctx_train().max(1);
         let ctx_size = options.ctx_size.unwrap_or(DEFAULT_CTX_SIZE).min(trained);

@@ -17,7 +17,7 @@ use super::error::ApiError;
 use super::metrics::Metrics;
 use crate::corpus::Paragraph;
 use crate::generate::{Generator, PromptSpec};
-use crate::retrieve::{Hit, Mode, Retriever, SearchRequest};
+use crate::retrieve::{Hit, Mode, SearchRequest};
 use crate::util::ms_since;
 
 /// Tokens buffered between the generator and a slow client before generation waits for it.
@@ -60,7 +60,7 @@ pub trait Answerer: Send + Sync {
 
 /// The real answerer: retrieval from the served index, then the llama.cpp generator.
 pub struct RagAnswerer {
-    pub retriever: Arc<Retriever>,
+    pub retriever: Arc<super::LiveIndex>,
     pub generator: Generator,
     pub spec: PromptSpec,
 }
@@ -77,7 +77,7 @@ impl Answerer for RagAnswerer {
         on_token: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AskResult> {
         let started = Instant::now();
-        let response = self.retriever.search(&SearchRequest {
+        let response = self.retriever.current().search(&SearchRequest {
             query: question,
             k: options.top_k,
             mode: options.mode,
