@@ -499,4 +499,14 @@ fn refusals_suggest_only_what_would_work() {
     let fake = fake.display().to_string();
     let (ok, stderr) = run(&["ask", "who?", "--index", &dir, "--llm", &fake]);
     assert!(!ok && stderr.contains("not a GGUF file"), "{stderr}");
+    // The header check's sizes agree with a real model: all of it is tensors, to within the
+    // last tensor's alignment padding.
+    if let Some(llm) = common::default_llm() {
+        let header = rag::generate::gguf::check(&llm).unwrap();
+        let len = std::fs::metadata(&llm).unwrap().len();
+        assert!(
+            header.needed_bytes <= len && header.needed_bytes + 64 > len,
+            "{header:?} vs {len}"
+        );
+    }
 }

@@ -195,8 +195,12 @@ impl Manifest {
                 format!("no index at {} (build one with `rag index`)", dir.display())
             }
         })?;
-        let manifest: Manifest =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(super::flat_file::damaged(
+                &path,
+                &format!("not a readable manifest: {e}")
+            ))
+        })?;
         if ![FORMAT_VERSION, REDUCED_FORMAT_VERSION].contains(&manifest.format_version) {
             bail!(
                 "{} has index format {}, this rag reads formats {FORMAT_VERSION} and {REDUCED_FORMAT_VERSION}; rebuild it",
