@@ -41,6 +41,14 @@ fn search(index_dir: &Path) -> anyhow::Result<Vec<u64>> {
     Ok(response.hits.iter().map(|h| h.id).collect())
 }
 
+/// Runs `rag` with `args`, asserting it succeeds; its (stdout, stderr).
+fn succeed(args: &[&str]) -> (String, String) {
+    let out = common::rag().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
 /// The one-line refusal of a damaged file.
 fn assert_refused(err: anyhow::Error, file: &str) {
     let message = format!("{err:#}");
@@ -130,20 +138,10 @@ fn an_index_from_before_checksums_opens_with_a_note_and_verify_says_what_it_coul
     assert!(!index::verify(&index_dir).unwrap().checksums);
 
     let dir = index_dir.display().to_string();
-    let out = common::rag()
-        .args(["search", "topic 7", "--index", &dir, "--k", "2"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, stderr) = succeed(&["search", "topic 7", "--index", &dir, "--k", "2"]);
     assert_eq!(stderr.matches("predates checksums").count(), 1, "{stderr}");
     assert!(stderr.contains("rag index --fresh"), "{stderr}");
-    let out = common::rag()
-        .args(["index", "--verify", "--index", &dir])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, _) = succeed(&["index", "--verify", "--index", &dir]);
     assert!(stdout.contains("cannot be verified fully"), "{stdout}");
 }
 
@@ -192,26 +190,11 @@ fn reads_never_write_and_work_on_a_read_only_index() {
         vec!["--mode", "hybrid", "--dim", "5"],
         vec!["--mode", "bm25"],
     ] {
-        let out = common::rag()
-            .args(["search", "topic 7", "--index", &dir, "--json"])
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut search = vec!["search", "topic 7", "--index", &dir, "--json"];
+        search.extend_from_slice(&args);
+        succeed(&search);
     }
-    let out = common::rag()
-        .args(["index", "--verify", "--index", &dir])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeed(&["index", "--verify", "--index", &dir]);
     set_writable(&index_dir, true);
     assert_eq!(snapshot(&index_dir), before);
 }

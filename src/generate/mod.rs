@@ -394,6 +394,6 @@ mod tests {
         let err = Generator::load(&junk, &GeneratorOptions::default())
             .err()
             .unwrap();
-        assert!(format!("{err:#}").contains("could not load"), "{err:#}");
+        assert!(format!("{err:#}").contains("not a GGUF file"), "{err:#}");
     }
 }
