@@ -139,10 +139,11 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
     if questions.is_empty() {
         bail!("{} has no questions", options.questions.display());
     }
-    let (layers, dim) = retriever
-        .index
-        .manifest
-        .resolve(options.layers, options.dim)?;
+    let (layers, dim) = retriever.index.manifest.resolve(
+        options.layers,
+        options.dim,
+        crate::index::manifest::Asker::Cli,
+    )?;
     let latencies = options
         .modes
         .iter()

@@ -164,6 +164,10 @@ pub struct IndexArgs {
     /// Start over instead of resuming an interrupted build.
     #[arg(long)]
     pub fresh: bool,
+    /// Check the index in --index instead of building one: every file against the manifest's
+    /// sizes and checksums, every vector (finite, unit length) and every document.
+    #[arg(long, conflicts_with_all = ["fresh", "layers", "dim", "reduce", "corpus"])]
+    pub verify: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -672,6 +676,9 @@ fn print_json(value: &impl Serialize) -> Result<()> {
 }
 
 fn run_index(args: IndexArgs) -> Result<()> {
+    if args.verify {
+        return run_verify(&args);
+    }
     let corpus = if args.corpus.is_empty() {
         args.data.hotpot_files()
     } else {
@@ -731,8 +738,34 @@ fn run_index(args: IndexArgs) -> Result<()> {
     Ok(())
 }
 
+fn run_verify(args: &IndexArgs) -> Result<()> {
+    let verified = index::verify(&args.index)?;
+    if args.json {
+        return print_json(&verified);
+    }
+    if verified.checksums {
+        println!(
+            "{} is whole: generation {}, {} documents, {} files match their checksums, every vector and document reads back",
+            args.index.display(),
+            verified.generation,
+            verified.documents,
+            verified.files
+        );
+    } else {
+        println!(
+            "{}: {} documents; counts, sizes, vectors and documents check out, but the index predates checksums, so its bytes cannot be verified fully (`rag index --fresh` adds them)",
+            args.index.display(),
+            verified.documents
+        );
+    }
+    Ok(())
+}
+
 fn run_search(args: SearchArgs) -> Result<()> {
     let strategy = args.strategy.strategy(Strategy::default())?;
+    if strategy.mode == Mode::Bm25 && (args.layers.is_some() || args.dim.is_some()) {
+        eprintln!("note: BM25 uses no vectors, so --layers and --dim are ignored");
+    }
     let retriever =
         args.strategy
             .open(&args.index, args.model.as_deref(), args.precision.precision)?;
@@ -924,7 +957,11 @@ fn run_eval(args: EvalArgs) -> Result<()> {
         let mut cells = Vec::new();
         for &depth in &layers {
             for &dim in &dims {
-                let (depth, dim) = retriever.index.manifest.resolve(Some(depth), Some(dim))?;
+                let (depth, dim) = retriever.index.manifest.resolve(
+                    Some(depth),
+                    Some(dim),
+                    crate::index::manifest::Asker::Cli,
+                )?;
                 cells.push(Cell::retrieval(depth, dim));
             }
         }
@@ -1173,7 +1210,11 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             args.strategy,
         );
         let load = move || {
-            let retriever = Arc::new(strategy.open(&index_dir, model.as_deref(), precision)?);
+            let retriever = Arc::new(serve::LiveIndex::new(strategy.open(
+                &index_dir,
+                model.as_deref(),
+                precision,
+            )?)?);
             let answerer = match llm {
                 Some(path) => Some(Arc::new(serve::RagAnswerer {
                     retriever: Arc::clone(&retriever),

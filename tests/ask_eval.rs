@@ -299,7 +299,7 @@ fn ask_and_eval_report_bad_input_in_one_line() {
             "--runs-dir",
             none,
         ]);
-        assert!(err.contains("could not load"), "{err}");
+        assert!(err.contains("unsupported GGUF version"), "{err}");
         let err = one_line_error(&[
             "eval",
             "--layers",

@@ -98,9 +98,10 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let dense = search(Mode::Dense, Some(1), Some(8)).unwrap();
     assert_eq!((dense.layers, dense.dim, dense.hits.len()), (1, 8, 5));
     assert!(dense.hits.windows(2).all(|w| w[0].score >= w[1].score));
-    // A size not built at index time is derived from the stored vectors and cached.
-    assert!(index::dense_file(&index_dir, 1, 8).exists());
-    assert!(index::dense_file(&index_dir, 3, 16).exists());
+    // A size not built at index time is derived from the stored vectors in memory: reading an
+    // index never writes to it.
+    assert!(!index::dense_file(&index_dir, 1, 8).exists());
+    assert!(!index::dense_file(&index_dir, 3, 16).exists());
 
     let err = search(Mode::Dense, Some(2), None).unwrap_err().to_string();
     assert!(err.contains("no vectors for --layers 2"), "{err}");
@@ -440,6 +441,91 @@ fn int8_builds_are_recorded_and_int8_questions_rank_like_f32() {
         assert!(
             got.iter().zip(&want).any(|(g, w)| g.score != w.score),
             "{query}: int8 scores are exactly f32's; is int8 in use?"
+        );
+    }
+}
+
+/// Issue 17, cases 4, 6 and 7: refusals say what is wrong and suggest only commands that work;
+/// BM25, which has no depth or size, ignores them.
+#[test]
+fn refusals_suggest_only_what_would_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 4, 5);
+    let index_dir = tmp.path().join("index");
+    index::build(&common::tiny_build_options(
+        &model,
+        corpus.clone(),
+        &index_dir,
+    ))
+    .unwrap();
+    let dir = index_dir.display().to_string();
+    let run = |args: &[&str]| {
+        let out = common::rag().args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let search = |extra: &[&str]| {
+        let mut args = vec!["search", "topic 3", "--index", &dir];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    for (layers, says) in [
+        (
+            "0",
+            "--layers 0 is outside 1..=3, the depths of model (the index stores 1,3)",
+        ),
+        ("99", "--layers 99 is outside 1..=3"),
+        ("2", "rebuild with `rag index --layers 1,2,3`"),
+    ] {
+        let (ok, stderr) = search(&["--layers", layers]);
+        assert!(!ok && stderr.contains(says), "--layers {layers}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    }
+    let (ok, stderr) = search(&["--mode", "bm25", "--layers", "2", "--dim", "999"]);
+    assert!(ok && stderr.contains("ignored"), "{stderr}");
+
+    // --max-length is between 1 and the model's positions (128 for the tiny model).
+    let corpus = corpus.display().to_string();
+    let model = model.display().to_string();
+    for length in ["0", "129"] {
+        let other = tmp
+            .path()
+            .join(format!("index-{length}"))
+            .display()
+            .to_string();
+        let (ok, stderr) = run(&[
+            "index",
+            "--corpus",
+            &corpus,
+            "--model",
+            &model,
+            "--index",
+            &other,
+            "--max-length",
+            length,
+        ]);
+        assert!(
+            !ok && stderr.contains("--max-length must be between 1 and 128"),
+            "{stderr}"
+        );
+    }
+
+    // A generator that is not a GGUF file says so, not "null result from llama cpp".
+    let fake = tmp.path().join("model.gguf");
+    std::fs::write(&fake, b"<html>404 not found</html>").unwrap();
+    let fake = fake.display().to_string();
+    let (ok, stderr) = run(&["ask", "who?", "--index", &dir, "--llm", &fake]);
+    assert!(!ok && stderr.contains("not a GGUF file"), "{stderr}");
+    // The header check's sizes agree with a real model: all of it is tensors, to within the
+    // last tensor's alignment padding.
+    if let Some(llm) = common::default_llm() {
+        let header = rag::generate::gguf::check(&llm).unwrap();
+        let len = std::fs::metadata(&llm).unwrap().len();
+        assert!(
+            header.needed_bytes <= len && header.needed_bytes + 64 > len,
+            "{header:?} vs {len}"
         );
     }
 }

@@ -18,7 +18,7 @@ use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
 use rag::index;
 use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
-use rag::serve::{self, Answerer, Models, ServeConfig};
+use rag::serve::{self, Answerer, LiveIndex, Models, ServeConfig};
 use serde_json::{json, Value};
 
 /// A tiny model (hidden size 32, 3 layers) and an index of 100 paragraphs at depths 1 and 3.
@@ -137,7 +137,11 @@ impl TestServer {
         let index_dir = index_dir.to_path_buf();
         let server = Self::start(config, move || {
             Ok(Models {
-                retriever: Arc::new(Retriever::open(&index_dir, None, Precision::F32)?),
+                retriever: Arc::new(LiveIndex::new(Retriever::open(
+                    &index_dir,
+                    None,
+                    Precision::F32,
+                )?)?),
                 answerer,
             })
         });
@@ -410,18 +414,28 @@ fn bad_input_gets_a_json_error_never_a_panic_or_a_dropped_connection() {
         (
             "/search",
             json!({"query": "a", "dim": 0}),
-            "--dim 0 is outside 1..=32",
+            "`dim` 0 is outside 1..=32",
         ),
         (
             "/search",
             json!({"query": "a", "dim": 33}),
-            "--dim 33 is outside",
+            "`dim` 33 is outside",
         ),
         ("/search", json!({"query": "a", "dim": -4}), "invalid value"),
         (
             "/search",
             json!({"query": "a", "layers": 2}),
-            "no vectors for --layers 2",
+            "no vectors for `layers` 2 (it stores 1,3)",
+        ),
+        (
+            "/search",
+            json!({"query": "a", "layers": 0}),
+            "`layers` 0 is outside 1..=3, the depths of model (the index stores 1,3)",
+        ),
+        (
+            "/search",
+            json!({"query": "a", "layers": 99}),
+            "`layers` 99 is outside 1..=3",
         ),
         (
             "/search",
@@ -508,8 +522,17 @@ fn bad_input_gets_a_json_error_never_a_panic_or_a_dropped_connection() {
         ),
     ];
     for (path, body, says) in &cases {
-        server.post(path, body).assert_error(400, invalid, says);
+        let reply = server.post(path, body);
+        reply.assert_error(400, invalid, says);
+        // HTTP errors name JSON fields, never the command line's flags.
+        assert!(!reply.body.contains("--"), "{reply:?}");
     }
+    // BM25 has no depth or size: they are ignored, never refused.
+    let reply = server.post(
+        "/search",
+        &json!({"query": "topic 3", "mode": "bm25", "layers": 2, "dim": 999}),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
     let raw_cases: [(&str, &[u8], &str); 4] = [
         ("/search", b"{", "invalid JSON body"),
         ("/search", b"", "invalid JSON body"),
@@ -816,7 +839,11 @@ fn health_says_loading_until_the_models_are_in() {
     let server = TestServer::start(ServeConfig::default(), move || {
         let _ = wait.recv();
         Ok(Models {
-            retriever: Arc::new(Retriever::open(&index_dir, None, Precision::F32)?),
+            retriever: Arc::new(LiveIndex::new(Retriever::open(
+                &index_dir,
+                None,
+                Precision::F32,
+            )?)?),
             answerer: None,
         })
     });
@@ -880,5 +907,143 @@ fn shutdown_drains_requests_in_flight_then_exits() {
     assert!(
         TcpStream::connect(addr).is_err(),
         "still accepting connections after shutdown"
+    );
+}
+
+/// Issue 17, case 1: rebuilding the index under a running server. The server keeps answering
+/// from the generation it has until the new one is fully open, then switches: its answers match
+/// the library on the new index, at every depth, and /health names the new generation. A new
+/// build that cannot be opened leaves the old generation served, and /health says why.
+#[test]
+fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, index_dir) = tiny_index(tmp.path());
+    let mut config = ServeConfig::default();
+    config.limits.index_check = Duration::from_millis(50);
+    let server = TestServer::ready(config, &index_dir, None);
+    let generation =
+        |server: &TestServer| server.get("/health").json()["index"]["generation"].clone();
+    let first = generation(&server);
+    assert!(first.as_str().is_some_and(|g| g.len() == 16), "{first}");
+    let search = |layers: usize| {
+        let reply = server.post(
+            "/search",
+            &json!({"query": "topic 7 river", "k": 5, "layers": layers, "dim": 16}),
+        );
+        assert_eq!(reply.status, 200, "{reply:?}");
+        hit_ids(&reply.json())
+    };
+    search(1);
+
+    // Another corpus (other paragraphs under the same titles' numbers), same directory.
+    let other = tmp.path().join("other.json");
+    common::write_corpus(&other, 30, 5);
+    let rebuilt = index::build(&common::tiny_build_options(&model, other, &index_dir)).unwrap();
+    assert_eq!(rebuilt.documents, 150);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while generation(&server) == first {
+        assert!(Instant::now() < deadline, "the server never switched");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let library = Retriever::open(&index_dir, None, Precision::F32).unwrap();
+    assert_eq!(server.get("/health").json()["index"]["documents"], 150);
+    assert_eq!(
+        server.get("/health").json()["index"]["generation"],
+        library.index.generation()
+    );
+    for layers in [3, 1] {
+        let expected = library
+            .search(&SearchRequest {
+                query: "topic 7 river",
+                k: 5,
+                strategy: Strategy::default(),
+                layers: Some(layers),
+                dim: Some(16),
+            })
+            .unwrap();
+        assert_eq!(
+            search(layers),
+            expected.hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+            "layers {layers}"
+        );
+    }
+
+    // A damaged generation is not switched to.
+    let served = generation(&server);
+    let staged = tmp.path().join("staged");
+    index::build(&common::tiny_build_options(
+        &model,
+        tmp.path().join("corpus.json"),
+        &staged,
+    ))
+    .unwrap();
+    std::fs::write(staged.join("docs.offsets"), b"").unwrap();
+    let old = tmp.path().join("old");
+    std::fs::rename(&index_dir, &old).unwrap();
+    std::fs::rename(&staged, &index_dir).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.get("/health").json()["index"]["reload_error"].is_null() {
+        assert!(
+            Instant::now() < deadline,
+            "the damaged index went unnoticed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let health = server.get("/health").json();
+    assert_eq!(health["index"]["generation"], served);
+    assert!(
+        health["index"]["reload_error"]
+            .as_str()
+            .unwrap()
+            .contains("docs.offsets"),
+        "{health}"
+    );
+    assert_eq!(search(3).len(), 5);
+    server.stop().unwrap();
+}
+
+/// Issue 17, case 8: connections that never finish their request head are closed after the
+/// header deadline, and do not hold a shutdown open.
+#[test]
+fn partial_requests_are_timed_out_and_do_not_hold_shutdown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_model, index_dir) = tiny_index(tmp.path());
+    let mut config = ServeConfig::default();
+    config.limits.header_read = Duration::from_millis(500);
+    let server = TestServer::ready(config, &index_dir, None);
+    let partial: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.addr).unwrap();
+            stream
+                .write_all(b"POST /search HTTP/1.1\r\nHost: test\r\nContent-Le")
+                .unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            stream
+        })
+        .collect();
+    let started = Instant::now();
+    for mut stream in partial.into_iter().take(3) {
+        let mut rest = Vec::new();
+        // Closed by the server (with or without a 408), not by this test's read timeout.
+        let _ = stream.read_to_end(&mut rest);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    // A server with partial requests open stops within the header deadline, not the drain's.
+    let _held: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.addr).unwrap();
+            stream.write_all(b"GET /health HTTP/1.1\r\nHo").unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let stopping = Instant::now();
+    server.stop().unwrap();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "shutdown took {:?}",
+        stopping.elapsed()
     );
 }

@@ -62,7 +62,12 @@ impl<R: Read> Read for CountingReader<'_, R> {
     }
 }
 
+/// The first byte that is not whitespace, after a UTF-8 byte order mark if the file starts
+/// with one (as files saved by some Windows editors do).
 fn first_byte(reader: &mut impl BufRead) -> std::io::Result<Option<u8>> {
+    if reader.fill_buf()?.starts_with(UTF8_BOM) {
+        reader.consume(UTF8_BOM.len());
+    }
     loop {
         let buf = reader.fill_buf()?;
         match buf.iter().position(|b| !b.is_ascii_whitespace()) {
@@ -86,20 +91,28 @@ fn parse_record(value: serde_json::Value) -> Result<Record, String> {
     Ok(record)
 }
 
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// JSON lines, read as bytes: a line that is not UTF-8 is a bad record like any other (named
+/// by its number, skippable), not an error that ends the read.
 fn read_jsonl(
     path: &Path,
     reader: impl BufRead,
     f: &mut impl FnMut(usize, Result<Record, String>) -> Result<()>,
 ) -> Result<()> {
     let mut number = 0;
-    for line in reader.lines() {
+    for line in reader.split(b'\n') {
         let line = line.with_context(|| format!("reading {}", path.display()))?;
-        if line.trim().is_empty() {
+        if line.trim_ascii().is_empty() {
             continue;
         }
         number += 1;
-        let record = serde_json::from_str::<serde_json::Value>(&line)
-            .map_err(|e| format!("invalid JSON: {e}"))
+        let record = std::str::from_utf8(&line)
+            .map_err(|e| format!("not UTF-8 (at byte {} of the line)", e.valid_up_to()))
+            .and_then(|line| {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .map_err(|e| format!("invalid JSON: {e}"))
+            })
             .and_then(parse_record);
         f(number, record)?;
     }
@@ -356,6 +369,38 @@ mod tests {
         let (items, stats) = collect(&[bad], true);
         assert_eq!(items.unwrap().len(), 2);
         assert_eq!(stats.unwrap().skipped_records, 1);
+    }
+
+    /// A line that is not UTF-8 is record n, refused by number or skipped; a leading byte
+    /// order mark is read past, in either format.
+    #[test]
+    fn non_utf8_lines_are_bad_records_and_a_bom_is_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("latin1.jsonl");
+        let mut body = b"{\"title\":\"A\",\"text\":\"a.\"}\n{\"title\":\"Caf".to_vec();
+        body.extend_from_slice(b"\xE9\",\"text\":\"c.\"}\n{\"title\":\"B\",\"text\":\"b.\"}\n");
+        std::fs::write(&path, body).unwrap();
+        let msg = collect(std::slice::from_ref(&path), false)
+            .0
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("latin1.jsonl: record 2: not UTF-8") && msg.contains("--skip-bad"),
+            "{msg}"
+        );
+        let (items, stats) = collect(&[path], true);
+        let titles: Vec<String> = items.unwrap().into_iter().map(|p| p.title).collect();
+        assert_eq!(titles, ["A", "B"]);
+        assert_eq!(stats.unwrap().skipped_records, 1);
+
+        let jsonl = write(
+            &dir,
+            "bom.jsonl",
+            "\u{feff}{\"title\":\"T\",\"text\":\"t.\"}\n",
+        );
+        let array = write(&dir, "bom.json", &format!("\u{feff}{ARRAY}"));
+        let (items, _) = collect(&[jsonl, array], false);
+        assert_eq!(items.unwrap().len(), 4);
     }
 
     #[test]

@@ -168,11 +168,21 @@ impl Encoder {
             Some(p) => p,
             None => Pooling::from_checkpoint(model_dir)?.unwrap_or(Pooling::Cls),
         };
-        let max_length = options
-            .max_length
-            .or(st_config.max_seq_length)
-            .unwrap_or(512)
-            .min(config.max_position_embeddings);
+        let positions = config.max_position_embeddings;
+        let max_length = match options.max_length {
+            // 0 would turn the tokenizer's truncation off, and texts beyond the model's
+            // positions would then fail to encode.
+            Some(n) if n == 0 || n > positions => bail!(
+                "--max-length must be between 1 and {positions}, the positions {} has (got {n})",
+                model_dir.display()
+            ),
+            Some(n) => n,
+            None => st_config
+                .max_seq_length
+                .unwrap_or(512)
+                .min(positions)
+                .max(1),
+        };
         let query_prefix = options
             .query_prefix
             .clone()

@@ -7,6 +7,7 @@
 //! longest opening it shares with them, the way llama.cpp's server reuses its cached prompt.
 //! llama.cpp's own timings are reset per answer, so they cover exactly one.
 
+pub mod gguf;
 pub mod prompt;
 
 use std::num::NonZeroU32;
@@ -139,10 +140,10 @@ impl Generator {
         if !metadata.is_file() {
             bail!("generator model {} is not a file", path.display());
         }
+        let header = gguf::check(path)?;
         let backend = backend(options.verbose)?;
         let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
-            .map_err(|e| anyhow!("{e}"))
-            .with_context(|| format!("could not load {} as a GGUF model", path.display()))?;
+            .map_err(|e| header.load_error(path, e))?;
         let template = model.chat_template(None).ok();
         let trained = model.n_ctx_train().max(1);
         let ctx_size = options.ctx_size.unwrap_or(DEFAULT_CTX_SIZE).min(trained);
@@ -466,6 +467,6 @@ mod tests {
         let err = Generator::load(&junk, &GeneratorOptions::default())
             .err()
             .unwrap();
-        assert!(format!("{err:#}").contains("could not load"), "{err:#}");
+        assert!(format!("{err:#}").contains("not a GGUF file"), "{err:#}");
     }
 }

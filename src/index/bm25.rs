@@ -1,10 +1,15 @@
 //! The lexical side: a tantivy BM25 index over title and text (English stemming), with the
 //! document id stored so hits join the dense side and the document store.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use tantivy::collector::TopDocs;
+use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
+use tantivy::directory::{
+    Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
+};
 use tantivy::query::QueryParser;
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
@@ -73,8 +78,12 @@ pub struct Bm25Index {
 }
 
 impl Bm25Index {
+    /// Opens the index read-only: nothing is written to `dir`, not even tantivy's lock files
+    /// (a built index never changes, so there is nothing to lock against).
     pub fn open(dir: &Path) -> Result<Self> {
-        let index = Index::open_in_dir(dir)
+        let index = MmapDirectory::open(dir)
+            .map_err(anyhow::Error::from)
+            .and_then(|mmap| Ok(Index::open(ReadOnlyDirectory(mmap))?))
             .with_context(|| format!("opening BM25 index {}", dir.display()))?;
         let (_, fields) = schema();
         let parser = QueryParser::for_index(&index, vec![fields.title, fields.text]);
@@ -88,6 +97,11 @@ impl Bm25Index {
             parser,
             id: fields.id,
         })
+    }
+
+    /// How many documents the index holds.
+    pub fn documents(&self) -> u64 {
+        self.reader.searcher().num_docs()
     }
 
     /// The `k` best documents for a free-text question as (id, BM25 score). Query syntax in the
@@ -106,6 +120,64 @@ impl Bm25Index {
                 Ok((id, score))
             })
             .collect()
+    }
+}
+
+/// A tantivy directory that reads and never writes: writes fail, locks are no-ops.
+#[derive(Debug, Clone)]
+struct ReadOnlyDirectory(MmapDirectory);
+
+fn read_only(path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "{} belongs to a built index, which is read-only",
+            path.display()
+        ),
+    )
+}
+
+impl Directory for ReadOnlyDirectory {
+    fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
+        self.0.get_file_handle(path)
+    }
+
+    fn delete(&self, path: &Path) -> Result<(), DeleteError> {
+        Err(DeleteError::IoError {
+            io_error: Arc::new(read_only(path)),
+            filepath: PathBuf::from(path),
+        })
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool, OpenReadError> {
+        self.0.exists(path)
+    }
+
+    fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
+        Err(OpenWriteError::IoError {
+            io_error: Arc::new(read_only(path)),
+            filepath: PathBuf::from(path),
+        })
+    }
+
+    fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
+        self.0.atomic_read(path)
+    }
+
+    fn atomic_write(&self, path: &Path, _data: &[u8]) -> std::io::Result<()> {
+        Err(read_only(path))
+    }
+
+    fn sync_directory(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn acquire_lock(&self, _lock: &Lock) -> Result<DirectoryLock, LockError> {
+        Ok(DirectoryLock::from(Box::new(())))
+    }
+
+    fn watch(&self, watch_callback: WatchCallback) -> tantivy::Result<WatchHandle> {
+        self.0.watch(watch_callback)
     }
 }
 

@@ -32,6 +32,8 @@ use crate::vectors::Matrix;
 
 pub const DEFAULT_CHUNK_SIZE: usize = 2048;
 const PROGRESS_FILE: &str = "progress.json";
+/// The checkpointed full-width vectors, one file per depth.
+const VECTORS_DIR: &str = "vectors";
 /// Most vectors a PCA is fitted on, so that memory stays bounded on a corpus of millions.
 pub const PCA_SAMPLE_LIMIT: usize = 100_000;
 /// Rows read from a vectors file at a time.
@@ -100,7 +102,7 @@ pub fn building_dir(index_dir: &Path) -> PathBuf {
 }
 
 fn vectors_file(dir: &Path, depth: usize) -> PathBuf {
-    dir.join("vectors").join(format!("L{depth}.f32"))
+    dir.join(VECTORS_DIR).join(format!("L{depth}.f32"))
 }
 
 pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
@@ -200,14 +202,14 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             }
             None => None,
         };
-        build_dense(&work, depth, width, pca.as_ref(), dim, documents)?;
+        build_dense(&work, depth, width, pca.as_ref(), documents)?;
     }
     let reduce = options.reduce.map(|method| Reduction {
         method,
         fitted_on: documents.min(PCA_SAMPLE_LIMIT as u64),
         transforms,
     });
-    let manifest = Manifest {
+    let mut manifest = Manifest {
         format_version: if reduce.is_some() {
             REDUCED_FORMAT_VERSION
         } else {
@@ -228,10 +230,15 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             .map(|d| d.as_secs())
             .unwrap_or(0),
         reduce: reduce.clone(),
+        files: BTreeMap::new(),
+        generation: String::new(),
     };
+    // Written last: a directory with a manifest is a whole index, and the manifest lists its
+    // files. The checkpoint stays until then, so a build cut off before resumes from it.
+    manifest.seal(&work, &[VECTORS_DIR, PROGRESS_FILE])?;
     manifest.write(&work)?;
     // The raw vectors live on inside the faiss files; the checkpoint is no longer needed.
-    std::fs::remove_dir_all(work.join("vectors")).context("removing raw vectors")?;
+    std::fs::remove_dir_all(work.join(VECTORS_DIR)).context("removing raw vectors")?;
     std::fs::remove_file(work.join(PROGRESS_FILE)).context("removing progress file")?;
     util::install_dir(&work, &options.index_dir)?;
 
@@ -283,7 +290,7 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> 
         std::fs::remove_dir_all(work)
             .with_context(|| format!("removing stale build {}", work.display()))?;
     }
-    create_dir(&work.join("vectors"))?;
+    create_dir(&work.join(VECTORS_DIR))?;
     let checkpoint = Checkpoint {
         plan: plan.clone(),
         docstore: DocStoreMark::default(),
@@ -461,7 +468,6 @@ fn build_dense(
     depth: usize,
     width: usize,
     pca: Option<&Pca>,
-    dim: usize,
     documents: u64,
 ) -> Result<()> {
     create_dir(&work.join("dense"))?;
@@ -471,9 +477,5 @@ fn build_dense(
         Some(pca) => index.add(&pca.reduce(&block)?.data),
         None => index.add(&block.data),
     })?;
-    index.save(&dense_file(work, depth, stored_dim))?;
-    if dim != stored_dim {
-        index.truncated(dim)?.save(&dense_file(work, depth, dim))?;
-    }
-    Ok(())
+    index.save(&dense_file(work, depth, stored_dim))
 }

@@ -80,17 +80,6 @@ impl DenseIndex {
         std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
     }
 
-    pub fn load(path: &Path) -> Result<Self> {
-        let path_str = path.to_str().context("index path is not UTF-8")?;
-        let index = faiss::read_index(path_str)
-            .map_err(faiss_error)
-            .with_context(|| format!("reading {}", path.display()))?
-            .into_flat()
-            .map_err(faiss_error)
-            .with_context(|| format!("{} is not a flat faiss index", path.display()))?;
-        Ok(Self { index })
-    }
-
     /// The `k` nearest rows to a unit-length `query` as (id, cosine similarity).
     pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
         Ok(self.search_many(query, k)?.pop().unwrap_or_default())
@@ -208,7 +197,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.faiss");
         index.save(&path).unwrap();
-        let loaded = DenseIndex::load(&path).unwrap();
+        let (loaded, _) = crate::index::flat_file::FlatFile::open(&path, 3, 4)
+            .unwrap()
+            .load()
+            .unwrap();
         assert_eq!(loaded.vectors(), index.vectors());
 
         // First two dims only: row 2 becomes all-zero, rows 0 and 1 keep their order.

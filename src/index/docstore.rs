@@ -110,14 +110,26 @@ impl DocStore {
             .with_context(|| format!("reading {}", offsets_path.display()))?;
         if raw.len() % 8 != 0 {
             bail!(
-                "{} is corrupt (length not a multiple of 8)",
+                "{} is damaged (length not a multiple of 8); rebuild the index with `rag index --fresh`",
                 offsets_path.display()
             );
         }
-        let offsets = raw
+        let offsets: Vec<u64> = raw
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunk")))
             .collect();
+        // Each line starts where the last ended, and all of them inside the file: a truncated
+        // or overwritten store is refused here, not when a hit lands in the damaged part.
+        let ordered = offsets.first().is_none_or(|&first| first == 0)
+            && offsets.windows(2).all(|w| w[0] < w[1])
+            && offsets.last().is_none_or(|&last| last < docs_len);
+        if !ordered {
+            bail!(
+                "{} does not match {} (damaged or truncated); rebuild the index with `rag index --fresh`",
+                offsets_path.display(),
+                path.display()
+            );
+        }
         Ok(Self {
             docs,
             offsets,
@@ -145,8 +157,12 @@ impl DocStore {
         self.docs
             .read_exact_at(&mut buf, start)
             .with_context(|| format!("reading document {id} from {}", self.path.display()))?;
-        serde_json::from_slice(&buf)
-            .with_context(|| format!("document {id} in {} is corrupt", self.path.display()))
+        serde_json::from_slice(&buf).with_context(|| {
+            format!(
+                "document {id} in {} is damaged; rebuild the index with `rag index --fresh`",
+                self.path.display()
+            )
+        })
     }
 
     /// Every document in id order, read sequentially.

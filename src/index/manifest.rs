@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{CorpusFile, StreamStats};
 use crate::encoder::{Encoder, Pooling, Precision};
+use crate::index::integrity::{self, FileRecord};
 use crate::index::PcaSpec;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -108,6 +109,30 @@ pub struct Manifest {
     /// reduced the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduce: Option<Reduction>,
+    /// Every file of the index but this one, by relative path: size and sha256. Empty in an
+    /// index from before checksums.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, FileRecord>,
+    /// The digest of `files` (see [`integrity::generation_id`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub generation: String,
+}
+
+/// How a depth or size was asked for, so that a refusal names what the asker can change: a
+/// command-line flag, or a JSON field of an HTTP request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    Cli,
+    Http,
+}
+
+impl Asker {
+    fn name(self, field: &str) -> String {
+        match self {
+            Asker::Cli => format!("--{field}"),
+            Asker::Http => format!("`{field}`"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,10 +184,23 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).with_context(|| {
-            format!("no index at {} (build one with `rag index`)", dir.display())
+            let old = crate::util::sibling(dir, "old");
+            if old.join(MANIFEST_FILE).exists() {
+                format!(
+                    "no index at {}, but {} holds the previous one (a build was cut off while installing the new one); re-run `rag index` to finish",
+                    dir.display(),
+                    old.display()
+                )
+            } else {
+                format!("no index at {} (build one with `rag index`)", dir.display())
+            }
         })?;
-        let manifest: Manifest =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(super::flat_file::damaged(
+                &path,
+                &format!("not a readable manifest: {e}")
+            ))
+        })?;
         if ![FORMAT_VERSION, REDUCED_FORMAT_VERSION].contains(&manifest.format_version) {
             bail!(
                 "{} has index format {}, this rag reads formats {FORMAT_VERSION} and {REDUCED_FORMAT_VERSION}; rebuild it",
@@ -177,16 +215,54 @@ impl Manifest {
         crate::util::write_json_atomic(&dir.join(MANIFEST_FILE), self)
     }
 
+    /// The generation id: the digest of the files (an index from before checksums is named by
+    /// when it was built).
+    pub fn generation(&self) -> String {
+        if self.generation.is_empty() {
+            format!("unchecked-{}", self.created_unix)
+        } else {
+            self.generation.clone()
+        }
+    }
+
+    /// Records the files now in `dir` (but the top-level entries named in `skip`, which are
+    /// not part of the index) and names the generation they make; the manifest is then written
+    /// last.
+    pub fn seal(&mut self, dir: &Path, skip: &[&str]) -> Result<()> {
+        self.files = integrity::record_files(dir, skip)?;
+        self.generation = integrity::generation_id(&self.files);
+        Ok(())
+    }
+
     /// Resolves a query's depth and size against what is stored: `None` means the default (the
-    /// deepest stored depth, the size given at build time).
-    pub fn resolve(&self, layers: Option<usize>, dim: Option<usize>) -> Result<(usize, usize)> {
+    /// deepest stored depth, the size given at build time). Refusals name the flag or field
+    /// `asker` sets, and suggest a rebuild only where one would work.
+    pub fn resolve(
+        &self,
+        layers: Option<usize>,
+        dim: Option<usize>,
+        asker: Asker,
+    ) -> Result<(usize, usize)> {
         let depth = layers.unwrap_or(*self.layers.last().expect("an index stores a depth"));
         if !self.layers.contains(&depth) {
-            bail!(
-                "the index has no vectors for --layers {depth} (it stores {}); rebuild with `rag index --layers {}`",
-                join(&self.layers),
-                join(&[self.layers.clone(), vec![depth]].concat())
-            );
+            let model_layers = self.model.num_layers;
+            let stored = join(&self.layers);
+            let field = asker.name("layers");
+            if depth == 0 || depth > model_layers {
+                bail!(
+                    "{field} {depth} is outside 1..={model_layers}, the depths of {} (the index stores {stored})",
+                    self.model.name
+                );
+            }
+            match asker {
+                Asker::Cli => bail!(
+                    "the index has no vectors for --layers {depth} (it stores {stored}); rebuild with `rag index --layers {}`",
+                    join(&[self.layers.clone(), vec![depth]].concat())
+                ),
+                Asker::Http => {
+                    bail!("the index has no vectors for `layers` {depth} (it stores {stored})")
+                }
+            }
         }
         let dim = dim.unwrap_or(self.default_dim);
         if dim == 0 || dim > self.stored_dim {
@@ -194,7 +270,8 @@ impl Manifest {
                 format!(" (its vectors were reduced with {})", r.method)
             });
             bail!(
-                "--dim {dim} is outside 1..={} for this index{reduced}",
+                "{} {dim} is outside 1..={} for this index{reduced}",
+                asker.name("dim"),
                 self.stored_dim
             );
         }

@@ -5,6 +5,7 @@ pub mod fusion;
 pub mod hops;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
 use crate::encoder::{Encoder, EncoderOptions, Precision};
+use crate::index::manifest::Asker;
 use crate::index::Index;
 use crate::util::ms_since;
 use crate::vectors::Matrix;
@@ -239,7 +241,8 @@ impl Tuning {
 
 pub struct Retriever {
     pub index: Index,
-    pub encoder: Encoder,
+    /// Shared with the retriever of the index's next generation when it has the same encoder.
+    pub encoder: Arc<Encoder>,
     pub tuning: Tuning,
 }
 
@@ -248,6 +251,35 @@ impl Retriever {
     /// weights), loading only the layers the index stores.
     pub fn open(index_dir: &Path, model: Option<&Path>, precision: Precision) -> Result<Self> {
         let index = Index::open(index_dir)?;
+        let encoder = Self::load_encoder(&index, model, precision)?;
+        Ok(Self {
+            index,
+            encoder: Arc::new(encoder),
+            tuning: Tuning::default(),
+        })
+    }
+
+    /// The index in `index_dir` as it is now (another generation of it, after a rebuild), every
+    /// vector file loaded; keeps this retriever's encoder when the new index was built with the
+    /// same one and stores no deeper layer.
+    pub fn reopen(&self, index_dir: &Path) -> Result<Self> {
+        let index = Index::open(index_dir)?;
+        index.preload()?;
+        let same_model = index.manifest.model == self.index.manifest.model;
+        let deepest = index.manifest.layers.last().copied().unwrap_or(0);
+        let encoder = if same_model && deepest <= self.encoder.depth() {
+            Arc::clone(&self.encoder)
+        } else {
+            Arc::new(Self::load_encoder(&index, None, self.encoder.precision)?)
+        };
+        Ok(Self {
+            index,
+            encoder,
+            tuning: self.tuning,
+        })
+    }
+
+    fn load_encoder(index: &Index, model: Option<&Path>, precision: Precision) -> Result<Encoder> {
         let identity = &index.manifest.model;
         let options = EncoderOptions {
             pooling: Some(identity.pooling),
@@ -259,11 +291,7 @@ impl Retriever {
         };
         let encoder = Encoder::load(model.unwrap_or(&identity.path), &options)?;
         identity.check_matches(&encoder)?;
-        Ok(Self {
-            index,
-            encoder,
-            tuning: Tuning::default(),
-        })
+        Ok(encoder)
     }
 
     pub fn with_tuning(mut self, tuning: Tuning) -> Result<Self> {
@@ -274,7 +302,7 @@ impl Retriever {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let started = Instant::now();
         let query = validate_question(request.query)?;
-        let (layers, dim) = self.index.manifest.resolve(request.layers, request.dim)?;
+        let (layers, dim) = self.resolve(request, Asker::Cli)?;
         let mut timings = SearchTimings::default();
         let ranked = self
             .rank(
@@ -291,6 +319,17 @@ impl Retriever {
         let mut response = self.respond(query, request.strategy, layers, dim, ranked, timings)?;
         response.timings.total_ms = ms_since(started);
         Ok(response)
+    }
+
+    /// The depth and size `request` asks for, resolved against the index. BM25 has neither:
+    /// for it they are ignored (and the defaults reported).
+    pub fn resolve(&self, request: &SearchRequest, asker: Asker) -> Result<(usize, usize)> {
+        let manifest = &self.index.manifest;
+        if request.strategy.mode.is_dense() {
+            manifest.resolve(request.layers, request.dim, asker)
+        } else {
+            manifest.resolve(None, None, asker)
+        }
     }
 
     /// The response to `query` from its ranking (as [`rank`](Self::rank) gives it): the

@@ -7,6 +7,10 @@
 //! A search's question goes the same way, and its batch's searches then go together to a
 //! second thread, which looks them up in one faiss call per kind of search (faiss reads the
 //! vectors once for all of them instead of once each) while the next batch is encoded.
+//!
+//! Every job carries the generation of the index it was validated against (see
+//! [`super::live`]), and is encoded and looked up with that one, whatever the server serves by
+//! the time it is answered.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -45,6 +49,7 @@ impl Default for BatchOptions {
 }
 
 struct Job {
+    retriever: Arc<Retriever>,
     texts: Vec<String>,
     tokens: usize,
     depth: usize,
@@ -86,6 +91,7 @@ impl Reply {
 
 /// A search with its question encoded, on its way to the search thread.
 struct Encoded {
+    retriever: Arc<Retriever>,
     search: QueuedSearch,
     depth: usize,
     /// Full width, one row.
@@ -93,13 +99,14 @@ struct Encoded {
     reply: oneshot::Sender<Result<SearchResponse>>,
 }
 
-/// What searches must share to be looked up in one call: depth, size, strategy and k (the last
-/// two shape the ranking, not only its length).
-type LookupKey = (usize, usize, Strategy, usize);
+/// What searches must share to be looked up in one call: the index generation (by address),
+/// depth, size, strategy and k (the last two shape the ranking, not only its length).
+type LookupKey = (usize, usize, usize, Strategy, usize);
 
 impl Encoded {
     fn key(&self) -> LookupKey {
         (
+            Arc::as_ptr(&self.retriever) as usize,
             self.depth,
             self.search.dim,
             self.search.strategy,
@@ -117,38 +124,39 @@ impl Batcher {
     /// Starts the encoding thread. It stops once every `Batcher` handle is dropped and the jobs
     /// already queued are answered.
     pub fn start(
-        retriever: Arc<Retriever>,
         options: BatchOptions,
         metrics: Arc<Metrics>,
     ) -> Result<(Self, Vec<JoinHandle<()>>)> {
         let (jobs, queue) = mpsc::sync_channel(options.queue.max(1));
         // Bounded by the job queue: a search is in one place or the other.
         let (searches, encoded) = mpsc::channel();
-        let searcher = Arc::clone(&retriever);
         let search_metrics = Arc::clone(&metrics);
         let search_worker = std::thread::Builder::new()
             .name("rag-search".into())
-            .spawn(move || run_searches(&searcher, &encoded, &search_metrics))
+            .spawn(move || run_searches(&encoded, &search_metrics))
             .context("starting the search thread")?;
         let worker_metrics = Arc::clone(&metrics);
         let worker = std::thread::Builder::new()
             .name("rag-embed".into())
-            .spawn(move || run(&retriever, &options, &queue, &searches, &worker_metrics))
+            .spawn(move || run(&options, &queue, &searches, &worker_metrics))
             .context("starting the embedding thread")?;
         // The embedding thread first: it hands the search thread its last searches on the way.
         Ok((Self { jobs, metrics }, vec![worker, search_worker]))
     }
 
-    /// Full-width vectors of `texts` at `depth`, one row per text, encoded together with whatever
-    /// else is queued. `tokens` (the texts' token count) is what the batch budget counts.
+    /// Full-width vectors of `texts` at `depth`, one row per text, encoded (by `retriever`'s
+    /// encoder) together with whatever else is queued. `tokens` (the texts' token count) is what
+    /// the batch budget counts.
     pub async fn encode(
         &self,
+        retriever: Arc<Retriever>,
         texts: Vec<String>,
         tokens: usize,
         depth: usize,
     ) -> Result<Matrix, ApiError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
+            retriever,
             texts,
             tokens,
             depth,
@@ -157,11 +165,12 @@ impl Batcher {
         self.submit(job, answer).await
     }
 
-    /// The index searched with `text` (the question with the encoder's query prefix, `tokens`
-    /// long) at `depth`: encoded in a batch like [`Self::encode`]'s texts, then looked up
-    /// together with the rest of its batch's searches.
+    /// `retriever`'s index searched with `text` (the question with the encoder's query prefix,
+    /// `tokens` long) at `depth`: encoded in a batch like [`Self::encode`]'s texts, then looked
+    /// up together with the rest of its batch's searches.
     pub async fn search(
         &self,
+        retriever: Arc<Retriever>,
         text: String,
         tokens: usize,
         depth: usize,
@@ -169,6 +178,7 @@ impl Batcher {
     ) -> Result<SearchResponse, ApiError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
+            retriever,
             texts: vec![text],
             tokens,
             depth,
@@ -200,14 +210,13 @@ impl Batcher {
 }
 
 fn run(
-    retriever: &Retriever,
     options: &BatchOptions,
     queue: &mpsc::Receiver<Job>,
     searches: &mpsc::Sender<Vec<Encoded>>,
     metrics: &Metrics,
 ) {
-    let encoder = &retriever.encoder;
-    // A job taken while filling a batch that did not fit its budget opens the next one.
+    // A job taken while filling a batch that did not fit its budget (or that needs another
+    // encoder, after the index was rebuilt with one) opens the next one.
     let mut carried: Option<Job> = None;
     loop {
         let first = match carried.take() {
@@ -218,6 +227,7 @@ fn run(
             },
         };
         let deadline = Instant::now() + options.window;
+        let encoder = Arc::clone(&first.retriever.encoder);
         let mut tokens = first.tokens;
         let mut batch = vec![first];
         while tokens < options.max_tokens {
@@ -225,7 +235,9 @@ fn run(
                 Ok(job) => job,
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             };
-            if tokens + job.tokens > options.max_tokens {
+            if tokens + job.tokens > options.max_tokens
+                || !Arc::ptr_eq(&job.retriever.encoder, &encoder)
+            {
                 carried = Some(job);
                 break;
             }
@@ -294,6 +306,7 @@ fn reply(batch: Vec<Job>, depths: &[usize], encoded: Result<Vec<Matrix>>) -> Vec
                 drop(sender.send(Ok(Matrix::from_vec(rows, full.cols, data))))
             }
             Reply::Search(search, reply) => found.push(Encoded {
+                retriever: job.retriever,
                 search,
                 depth: job.depth,
                 vector: data,
@@ -306,7 +319,7 @@ fn reply(batch: Vec<Job>, depths: &[usize], encoded: Result<Vec<Matrix>>) -> Vec
 
 /// Looks up the searches of each batch (and of any that arrived meanwhile), one call per
 /// [`LookupKey`].
-fn run_searches(retriever: &Retriever, encoded: &mpsc::Receiver<Vec<Encoded>>, metrics: &Metrics) {
+fn run_searches(encoded: &mpsc::Receiver<Vec<Encoded>>, metrics: &Metrics) {
     while let Ok(mut searches) = encoded.recv() {
         searches.extend(encoded.try_iter().flatten());
         searches.retain(|s| !s.reply.is_closed());
@@ -320,15 +333,16 @@ fn run_searches(retriever: &Retriever, encoded: &mpsc::Receiver<Vec<Encoded>>, m
                 .searches_looked_up
                 .fetch_add(group.len() as u64, Ordering::Relaxed);
             // A panic must fail these searches, not the thread every later one depends on.
-            catch_unwind(AssertUnwindSafe(|| look_up(retriever, key, group)))
+            catch_unwind(AssertUnwindSafe(|| look_up(key, group)))
                 .unwrap_or_else(|_| eprintln!("rag serve: a search panicked"));
         }
     }
 }
 
 /// Searches that share `key`, in one call.
-fn look_up(retriever: &Retriever, (depth, dim, strategy, k): LookupKey, group: Vec<Encoded>) {
+fn look_up((_, depth, dim, strategy, k): LookupKey, group: Vec<Encoded>) {
     let started = Instant::now();
+    let retriever = Arc::clone(&group[0].retriever);
     let cols = group[0].vector.len();
     let vectors: Vec<f32> = group
         .iter()

@@ -2,6 +2,8 @@
 //! body extractor that turns every way a body can be wrong into it instead of axum's plain-text
 //! rejections.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -9,6 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+
+use super::AppState;
 
 /// Seconds a client told to back off (queue full, models loading) should wait.
 const RETRY_AFTER_SECONDS: u64 = 1;
@@ -69,12 +73,13 @@ impl ApiError {
     }
 
     pub fn internal(err: anyhow::Error) -> Self {
-        // The client gets the message; the operator gets it too, since a 500 is a bug to chase.
+        // The operator gets the whole message (a 500 is a bug to chase); the client does not,
+        // since it names the server's files.
         eprintln!("error: {err:#}");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal_error",
-            format!("{err:#}"),
+            "the server failed to answer this request; its log says why",
         )
     }
 
@@ -111,17 +116,25 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A JSON request body, read within the router's size limit and parsed with serde_json: too
-/// big is 413, anything else wrong (not JSON, missing field, wrong type, unknown field) is 400
-/// with serde's description of what and where.
+/// A JSON request body, read within the router's size limit and the body deadline and parsed
+/// with serde_json: too big is 413, too slow 408, anything else wrong (not JSON, missing field,
+/// wrong type, unknown field) is 400 with serde's description of what and where.
 pub struct JsonBody<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state)
+    async fn from_request(request: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        let deadline = state.config.limits.body_read;
+        let bytes = tokio::time::timeout(deadline, Bytes::from_request(request, state))
             .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    format!("the request body did not arrive within {deadline:?}"),
+                )
+            })?
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::new(

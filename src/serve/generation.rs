@@ -16,7 +16,6 @@ use super::error::ApiError;
 use super::metrics::Metrics;
 use crate::ask::{AskResult, AskSettings, Pipeline};
 use crate::generate::{Generator, PromptSpec};
-use crate::retrieve::Retriever;
 
 /// Tokens buffered between the generator and a slow client before generation waits for it.
 const TOKEN_BUFFER: usize = 64;
@@ -38,7 +37,7 @@ pub trait Answerer: Send + Sync {
 
 /// The real answerer: the ask pipeline on the served index and the llama.cpp generator.
 pub struct RagAnswerer {
-    pub retriever: Arc<Retriever>,
+    pub retriever: Arc<super::LiveIndex>,
     pub generator: Generator,
     pub spec: PromptSpec,
 }
@@ -54,8 +53,9 @@ impl Answerer for RagAnswerer {
         settings: &AskSettings,
         on_token: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AskResult> {
-        Pipeline::new(&self.retriever, &self.generator, &self.spec)
-            .ask(question, settings, on_token)
+        // One generation of the index for the whole question, even if a rebuild lands meanwhile.
+        let retriever = self.retriever.current();
+        Pipeline::new(&retriever, &self.generator, &self.spec).ask(question, settings, on_token)
     }
 }
 

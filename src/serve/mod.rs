@@ -4,14 +4,21 @@
 //! and the look-ups of encoded searches on a search thread beside it ([`batcher`]), generation
 //! on another ([`generation`]), BM25-only searches on tokio's blocking pool; each path has a
 //! bounded queue that answers 503 with `Retry-After` when full.
+//!
+//! The index is served one generation at a time and replaced when a rebuild installs a new
+//! one ([`live`]). Connections that do not send their request in time are closed ([`http`]),
+//! so shutdown waits only for requests that are being answered.
 
 pub mod batcher;
 pub mod error;
 pub mod generation;
+mod http;
+pub mod live;
 pub mod metrics;
 mod routes;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -23,9 +30,8 @@ use tokio::sync::Semaphore;
 pub use batcher::{BatchOptions, Batcher};
 pub use error::ApiError;
 pub use generation::{Answerer, AskEvent, GenerationQueue, RagAnswerer};
+pub use live::LiveIndex;
 use metrics::Metrics;
-
-use crate::retrieve::Retriever;
 
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -44,6 +50,13 @@ pub struct Limits {
     pub generate_queue: usize,
     /// How long shutdown waits for requests in flight before it gives up on them.
     pub drain: Duration,
+    /// How long a connection may take to send a request's headers, counted from the end of
+    /// its last response (or from connecting): the idle timeout of kept-alive connections too.
+    pub header_read: Duration,
+    /// How long a request's body may take to arrive once its headers have (408 beyond).
+    pub body_read: Duration,
+    /// How often the index's manifest is looked at for a new generation.
+    pub index_check: Duration,
 }
 
 impl Default for Limits {
@@ -56,6 +69,9 @@ impl Default for Limits {
             search_slots: 64,
             generate_queue: 16,
             drain: Duration::from_secs(30),
+            header_read: Duration::from_secs(10),
+            body_read: Duration::from_secs(30),
+            index_check: live::CHECK_EVERY,
         }
     }
 }
@@ -70,27 +86,27 @@ pub struct ServeConfig {
 
 /// What the server serves, loaded once before it reports ready.
 pub struct Models {
-    pub retriever: Arc<Retriever>,
+    pub retriever: Arc<LiveIndex>,
     /// `None` when no generator was given: `/ask` then answers 503 saying so.
     pub answerer: Option<Arc<dyn Answerer>>,
 }
 
 struct Ready {
-    retriever: Arc<Retriever>,
+    live: Arc<LiveIndex>,
     batcher: Batcher,
     generation: Option<GenerationQueue>,
     generator_name: Option<String>,
+    /// Dropped to stop the index watch.
+    stop_watch: Sender<()>,
     workers: Vec<JoinHandle<()>>,
 }
 
 impl Ready {
     fn start(models: Models, config: &ServeConfig, metrics: &Arc<Metrics>) -> Result<Self> {
-        let retriever = models.retriever;
-        let (batcher, mut workers) = Batcher::start(
-            Arc::clone(&retriever),
-            config.batch.clone(),
-            Arc::clone(metrics),
-        )?;
+        let live = models.retriever;
+        let (batcher, mut workers) = Batcher::start(config.batch.clone(), Arc::clone(metrics))?;
+        let (stop_watch, watcher) = live.watch(config.limits.index_check)?;
+        workers.push(watcher);
         let generator_name = models.answerer.as_ref().map(|a| a.name());
         let generation = match models.answerer {
             Some(answerer) => {
@@ -105,10 +121,11 @@ impl Ready {
             None => None,
         };
         Ok(Self {
-            retriever,
+            live,
             batcher,
             generation,
             generator_name,
+            stop_watch,
             workers,
         })
     }
@@ -118,11 +135,13 @@ impl Ready {
         let Ready {
             batcher,
             generation,
+            stop_watch,
             workers,
             ..
         } = self;
         drop(batcher);
         drop(generation);
+        drop(stop_watch);
         for worker in workers {
             let _ = worker.join();
         }
@@ -157,6 +176,7 @@ where
     S: Future<Output = ()> + Send + 'static,
 {
     let drain = config.limits.drain;
+    let header_read = config.limits.header_read;
     let app = Arc::new(AppState {
         search_slots: Arc::new(Semaphore::new(config.limits.search_slots.max(1))),
         ready: OnceLock::new(),
@@ -168,18 +188,24 @@ where
         shutdown.await;
         let _ = stopping.send(());
     };
-    let server =
-        axum::serve(listener, routes::router(Arc::clone(&app))).with_graceful_shutdown(graceful);
-    let mut server = std::pin::pin!(server.into_future());
+    let server = http::serve(
+        listener,
+        routes::router(Arc::clone(&app)),
+        header_read,
+        graceful,
+    );
+    let mut server = std::pin::pin!(server);
     let loader = {
         let app = Arc::clone(&app);
         tokio::task::spawn_blocking(move || -> Result<()> {
             let ready = Ready::start(load()?, &app.config, &app.metrics)?;
+            let retriever = ready.live.current();
             eprintln!(
-                "ready: encoder {}, index {} ({} documents), generator {}",
-                ready.retriever.encoder.model_dir.display(),
-                ready.retriever.index.dir.display(),
-                ready.retriever.index.len(),
+                "ready: encoder {}, index {} ({} documents, generation {}), generator {}",
+                retriever.encoder.model_dir.display(),
+                retriever.index.dir.display(),
+                retriever.index.len(),
+                retriever.index.generation(),
                 ready.generator_name.as_deref().unwrap_or("none")
             );
             // Only this task sets it, once.
@@ -188,7 +214,7 @@ where
         })
     };
     tokio::select! {
-        served = &mut server => return served.context("serving HTTP"),
+        () = &mut server => return Ok(()),
         loaded = loader => loaded.context("the model loading task failed")??,
     }
     let give_up = async move {
@@ -199,7 +225,7 @@ where
         }
     };
     tokio::select! {
-        served = &mut server => served.context("serving HTTP")?,
+        () = &mut server => {}
         () = give_up => eprintln!("shutdown: requests still in flight after {drain:?}; leaving them"),
     }
     // Every connection is closed, so the router's handles on the state are gone and the

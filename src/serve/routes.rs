@@ -24,6 +24,7 @@ use super::metrics::route_label;
 use super::AppState;
 use crate::ask::AskSettings;
 use crate::encoder::Encoder;
+use crate::index::manifest::Asker;
 use crate::retrieve::{validate_question, Mode, SearchRequest, SearchResponse, Strategy};
 use crate::util::ms_since;
 
@@ -108,11 +109,17 @@ async fn search(
     let query = validate_question(&body.query).map_err(ApiError::invalid_because)?;
     check_k("k", body.k, app.config.limits.max_k)?;
     let strategy = Strategy::new(body.mode, body.hops).map_err(ApiError::invalid_because)?;
-    let retriever = Arc::clone(&ready.retriever);
+    // This request's generation of the index, from validation to its last document.
+    let retriever = ready.live.current();
+    let request = SearchRequest {
+        query,
+        k: body.k,
+        strategy,
+        layers: body.layers,
+        dim: body.dim,
+    };
     let (layers, dim) = retriever
-        .index
-        .manifest
-        .resolve(body.layers, body.dim)
+        .resolve(&request, Asker::Http)
         .map_err(ApiError::invalid_because)?;
     let slot = Arc::clone(&app.search_slots)
         .try_acquire_owned()
@@ -144,7 +151,7 @@ async fn search(
         let queued = Instant::now();
         let mut response = ready
             .batcher
-            .search(prefixed, tokens, layers, search)
+            .search(retriever, prefixed, tokens, layers, search)
             .await?;
         drop(slot);
         // Waiting for a batch and encoding it count as encoding; the look-up timed itself.
@@ -182,10 +189,18 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
     )
     .map_err(ApiError::invalid_because)?;
     let (layers, dim) = ready
-        .retriever
-        .index
-        .manifest
-        .resolve(body.layers.or(defaults.layers), body.dim.or(defaults.dim))
+        .live
+        .current()
+        .resolve(
+            &SearchRequest {
+                query: question,
+                k: top_k,
+                strategy,
+                layers: body.layers.or(defaults.layers),
+                dim: body.dim.or(defaults.dim),
+            },
+            Asker::Http,
+        )
         .map_err(ApiError::invalid_because)?;
     let settings = AskSettings {
         strategy,
@@ -322,7 +337,8 @@ async fn embeddings(
         return Err(ApiError::invalid("`encoding_format` must be \"float\""));
     }
     let texts = embedding_inputs(body.input, limits.max_inputs, limits.max_text_bytes)?;
-    let encoder = &ready.retriever.encoder;
+    let retriever = ready.live.current();
+    let encoder = Arc::clone(&retriever.encoder);
     let depth = check_range(
         "layers",
         body.layers.unwrap_or(encoder.depth()),
@@ -334,11 +350,11 @@ async fn embeddings(
         encoder.hidden_size(),
     )?;
     // Tokenising a few hundred long texts takes milliseconds: off the executor.
-    let retriever = Arc::clone(&ready.retriever);
+    let tokenizer = Arc::clone(&encoder);
     let (texts, tokens) = tokio::task::spawn_blocking(move || {
         let mut tokens = 0;
         for (i, text) in texts.iter().enumerate() {
-            tokens += token_count(&retriever.encoder, text, &format!("input {i}"))?;
+            tokens += token_count(&tokenizer, text, &format!("input {i}"))?;
         }
         Ok::<_, ApiError>((texts, tokens))
     })
@@ -346,7 +362,7 @@ async fn embeddings(
     .map_err(|e| ApiError::internal(e.into()))??;
     let vectors = ready
         .batcher
-        .encode(texts, tokens, depth)
+        .encode(retriever, texts, tokens, depth)
         .await?
         .truncated(dim);
     let data: Vec<Value> = (0..vectors.rows)
@@ -367,7 +383,7 @@ async fn health(State(app): App) -> Response {
         let body = json!({"status": "loading", "models": {"encoder": null, "generator": null}});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     };
-    let retriever = &ready.retriever;
+    let retriever = ready.live.current();
     let manifest = &retriever.index.manifest;
     Json(json!({
         "status": "ready",
@@ -384,6 +400,8 @@ async fn health(State(app): App) -> Response {
         },
         "index": {
             "dir": retriever.index.dir,
+            "generation": retriever.index.generation(),
+            "reload_error": ready.live.reload_error(),
             "documents": retriever.index.len(),
             "layers": manifest.layers,
             "default_dim": manifest.default_dim,

@@ -1,0 +1,159 @@
+//! faiss's file of an `IndexFlatL2` ("IxF2"), read by rag itself. faiss writes it (so the files
+//! stay faiss's own format), but reading it here lets an index check a file's header against the
+//! manifest before loading any vector, hash the vectors as they are read, and read them from a
+//! handle opened with the rest of the index rather than by path later, when a build may have
+//! put another generation of the index in its place.
+//!
+//! ```text
+//! "IxF2" | d: i32 | ntotal: i64 | 2 x i64 (unused) | is_trained: u8 | metric: i32 (1 = L2)
+//!        | floats: u64 (= ntotal * d) | ntotal * d x f32
+//! ```
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use super::DenseIndex;
+
+const HEADER_BYTES: u64 = 45;
+const FOURCC: &[u8; 4] = b"IxF2";
+const METRIC_L2: i32 = 1;
+/// Rows read, hashed and added at a time, so loading never holds the vectors twice.
+const ROWS_PER_READ: usize = 16_384;
+
+/// A stored vector file, opened and its header checked.
+pub struct FlatFile {
+    file: File,
+    path: PathBuf,
+    pub dim: usize,
+    pub count: u64,
+}
+
+impl FlatFile {
+    /// Opens `path` and checks that its header describes `count` vectors of width `dim` and that
+    /// the file is as long as that header says.
+    pub fn open(path: &Path, count: u64, dim: usize) -> Result<Self> {
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let len = file
+            .metadata()
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+        let mut header = [0u8; HEADER_BYTES as usize];
+        if len < HEADER_BYTES || file.read_exact_at(&mut header, 0).is_err() {
+            bail!(damaged(path, &format!("it has only {len} bytes")));
+        }
+        let int = |at: usize| i32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+        let long = |at: usize| i64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
+        if &header[..4] != FOURCC || int(33) != METRIC_L2 {
+            bail!(damaged(path, "it is not a faiss IndexFlatL2 file"));
+        }
+        let (file_dim, file_count, floats) = (int(4), long(8), long(37));
+        if file_dim <= 0 || file_count < 0 || floats != file_dim as i64 * file_count {
+            bail!(damaged(path, "its header is inconsistent"));
+        }
+        let (file_dim, file_count) = (file_dim as usize, file_count as u64);
+        if file_count != count || file_dim != dim {
+            bail!(damaged(
+                path,
+                &format!(
+                    "it holds {file_count} vectors of {file_dim} dimensions, the index has {count} documents of {dim}"
+                )
+            ));
+        }
+        let expected = HEADER_BYTES + count * dim as u64 * 4;
+        if len != expected {
+            bail!(damaged(
+                path,
+                &format!("it has {len} bytes, its header says {expected}")
+            ));
+        }
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            dim,
+            count,
+        })
+    }
+
+    /// Loads the vectors into a faiss index, with the sha256 of the whole file; refuses a
+    /// vector that is not finite.
+    pub fn load(&self) -> Result<(DenseIndex, String)> {
+        let mut hasher = Sha256::new();
+        let mut header = [0u8; HEADER_BYTES as usize];
+        self.file
+            .read_exact_at(&mut header, 0)
+            .with_context(|| format!("reading {}", self.path.display()))?;
+        hasher.update(header);
+        let mut index = DenseIndex::new(self.dim)?;
+        let row_bytes = self.dim * 4;
+        let mut buf = vec![0u8; ROWS_PER_READ * row_bytes];
+        let mut row = 0u64;
+        while row < self.count {
+            let rows = (self.count - row).min(ROWS_PER_READ as u64) as usize;
+            let bytes = &mut buf[..rows * row_bytes];
+            self.file
+                .read_exact_at(bytes, HEADER_BYTES + row * row_bytes as u64)
+                .with_context(|| format!("reading {}", self.path.display()))?;
+            hasher.update(&*bytes);
+            let floats: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .collect();
+            // A NaN would rank nowhere and an infinity first, both silently: refused instead.
+            if let Some(at) = floats.iter().position(|v| !v.is_finite()) {
+                bail!(damaged(
+                    &self.path,
+                    &format!("vector {} is not finite", row + (at / self.dim) as u64)
+                ));
+            }
+            index.add(&floats)?;
+            row += rows as u64;
+        }
+        Ok((index, hex::encode(hasher.finalize())))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The one-line error for an index file that is not what the manifest describes.
+pub fn damaged(path: &Path, why: &str) -> String {
+    format!(
+        "{} is damaged ({why}); rebuild the index with `rag index --fresh`",
+        path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vectors::Matrix;
+
+    #[test]
+    fn reads_what_faiss_wrote_and_refuses_a_file_that_disagrees_with_the_index() {
+        let mut m = Matrix::from_vec(3, 2, vec![1.0, 0.0, 0.6, 0.8, 0.0, 1.0]);
+        m.normalize_rows();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.faiss");
+        DenseIndex::from_matrix(&m).unwrap().save(&path).unwrap();
+
+        let (loaded, sha) = FlatFile::open(&path, 3, 2).unwrap().load().unwrap();
+        assert_eq!(loaded.vectors(), &m.data[..]);
+        assert_eq!(sha, crate::util::sha256_file(&path).unwrap());
+
+        for (count, dim, says) in [(4, 2, "holds 3 vectors"), (3, 4, "of 2 dimensions")] {
+            let err = FlatFile::open(&path, count, dim).err().unwrap().to_string();
+            assert!(err.contains(says) && err.contains("x.faiss"), "{err}");
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+        let err = FlatFile::open(&path, 3, 2).err().unwrap().to_string();
+        assert!(err.contains("bytes") && err.contains("rebuild"), "{err}");
+        std::fs::write(&path, b"not faiss").unwrap();
+        assert!(FlatFile::open(&path, 3, 2).is_err());
+    }
+}

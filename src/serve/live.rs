@@ -1,0 +1,145 @@
+//! The served index, one generation at a time. A rebuild installs a new directory in place of
+//! the old one; the server notices (its manifest's inode, size or mtime changed), opens the new
+//! generation in full (every file checked, every vector file loaded), and only then switches
+//! to it, atomically: each request runs against the generation it started with, from its
+//! parameters' validation to its last document. A new generation that cannot be opened (a
+//! damaged build, a model that will not load) leaves the old one served, and `/health` says
+//! why. This is what search servers do on refresh (Elasticsearch, OpenSearch and Solr reopen
+//! their readers on a new commit point and swap them in).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::index::manifest::{Manifest, MANIFEST_FILE};
+use crate::retrieve::Retriever;
+
+/// How often the manifest is looked at: one `stat` a second.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// What identifies one manifest file: replaced by a rebuild, it changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    device: u64,
+    inode: u64,
+    bytes: u64,
+    modified_ns: i64,
+}
+
+fn stamp(dir: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(dir.join(MANIFEST_FILE)).ok()?;
+    Some(Stamp {
+        device: meta.dev(),
+        inode: meta.ino(),
+        bytes: meta.size(),
+        modified_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+    })
+}
+
+#[derive(Default)]
+struct Watch {
+    /// The manifest last looked at (`None`: missing, as between an install's two renames).
+    seen: Option<Stamp>,
+    /// Why the newest generation on disk is not the one served, if it is not.
+    error: Option<String>,
+}
+
+pub struct LiveIndex {
+    dir: PathBuf,
+    current: RwLock<Arc<Retriever>>,
+    watch: Mutex<Watch>,
+}
+
+impl LiveIndex {
+    /// Serves `retriever`'s index, watching its directory for new generations. Its vectors are
+    /// loaded now, so that a damaged index is refused before the server reports ready.
+    pub fn new(retriever: Retriever) -> Result<Self> {
+        retriever.index.preload()?;
+        let dir = retriever.index.dir.clone();
+        Ok(Self {
+            watch: Mutex::new(Watch {
+                seen: stamp(&dir),
+                error: None,
+            }),
+            dir,
+            current: RwLock::new(Arc::new(retriever)),
+        })
+    }
+
+    /// The generation served now; a request keeps it to the end.
+    pub fn current(&self) -> Arc<Retriever> {
+        Arc::clone(&self.current.read().expect("live index lock"))
+    }
+
+    /// Why the index on disk is not the generation served, if it is not.
+    pub fn reload_error(&self) -> Option<String> {
+        self.watch.lock().expect("watch lock").error.clone()
+    }
+
+    /// Switches to the index's new generation if its manifest changed since the last look;
+    /// returns whether it switched.
+    pub fn refresh(&self) -> bool {
+        let now = stamp(&self.dir);
+        {
+            let mut watch = self.watch.lock().expect("watch lock");
+            if watch.seen == now {
+                return false;
+            }
+            watch.seen = now;
+        }
+        if now.is_none() {
+            // Mid-install, or removed: keep serving and look again.
+            return false;
+        }
+        let current = self.current();
+        let served = current.index.generation();
+        if Manifest::read(&self.dir).is_ok_and(|m| m.generation() == served) {
+            return false;
+        }
+        let opened = current.reopen(&self.dir);
+        let mut watch = self.watch.lock().expect("watch lock");
+        match opened {
+            Ok(next) => {
+                eprintln!(
+                    "index {}: now serving generation {} ({} documents; was {served})",
+                    self.dir.display(),
+                    next.index.generation(),
+                    next.index.len()
+                );
+                *self.current.write().expect("live index lock") = Arc::new(next);
+                watch.error = None;
+                true
+            }
+            Err(err) => {
+                let message = format!("{err:#}");
+                eprintln!(
+                    "index {}: its new version could not be opened, still serving generation {served}: {message}",
+                    self.dir.display()
+                );
+                watch.error = Some(message);
+                false
+            }
+        }
+    }
+
+    /// Calls [`refresh`](Self::refresh) every `every` on a thread of its own, until the returned
+    /// sender is dropped.
+    pub fn watch(self: &Arc<Self>, every: Duration) -> Result<(Sender<()>, JoinHandle<()>)> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let live = Arc::clone(self);
+        let worker = std::thread::Builder::new()
+            .name("rag-reload".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    live.refresh();
+                }
+            })
+            .context("starting the index watch thread")?;
+        Ok((stop, worker))
+    }
+}
