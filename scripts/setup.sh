@@ -16,6 +16,10 @@ cargo build --release
 ln -sfn "$RAG_BIN" rag
 step "index (both HotpotQA sample files, depths 1,3,6)"
 ./rag index --layers 1,3,6
+# A question both of whose paragraphs the corpus holds: the two-hop fusion search finds both.
+question="Were Scott Derrickson and Ed Wood of the same nationality?"
 step "search"
-./rag search "Which magazine was started first, Arthur's Magazine or First for Women?" --mode hybrid
-printf '\nready: try ./rag search "your question" (see README.md)\n'
+./rag search "$question" --mode fusion --hops 2
+step "ask"
+./rag ask "$question"
+printf '\nready: try ./rag ask "your question" or ./rag search "your question" (see README.md)\n'

@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
+use crate::ask::context::SentenceWeights;
 use crate::ask::{AskResult, AskSettings, Pipeline};
 use crate::bench;
 use crate::corpus::DEFAULT_TEMPLATE;
@@ -255,6 +256,11 @@ pub struct ContextArgs {
     /// 0 puts the paragraphs in whole.
     #[arg(long, default_value_t = crate::ask::DEFAULT_CONTEXT_TOKENS)]
     pub context_tokens: usize,
+    /// How sentences are scored for the context: weights of the encoder's cosine to the
+    /// question, the share of the question's words held, 1/rank of the paragraph, and opening
+    /// the paragraph.
+    #[arg(long, value_name = "DENSE,LEXICAL,RANK,FIRST", default_value_t = SentenceWeights::default())]
+    pub sentence_weights: SentenceWeights,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -826,6 +832,7 @@ impl ContextArgs {
             dim,
             top_k: self.top_k,
             context_tokens: self.context_tokens,
+            weights: self.sentence_weights,
         }
     }
 }
@@ -982,6 +989,8 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             0
         },
         context_only: args.context_only,
+        sentence_weights: (spec.is_some() && args.context.context_tokens > 0)
+            .then_some(args.context.sentence_weights),
         oracle: args.oracle,
         generator: generator.as_ref().map(|g| g.name.clone()),
         prompt_style: spec.as_ref().map(|s| s.style.to_string()),
@@ -1000,7 +1009,6 @@ fn run_eval(args: EvalArgs) -> Result<()> {
             retriever: retriever.as_ref(),
             generator,
             spec,
-            weights: Default::default(),
         });
     let summary = crate::eval::run::run(&RunOptions {
         dir: dir.clone(),

@@ -90,6 +90,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         top_k: 5,
         context_tokens: 0,
         context_only: false,
+        sentence_weights: None,
         oracle: false,
         generator: None,
         prompt_style: None,
@@ -215,7 +216,6 @@ fn default_generator_answers_from_context_and_trims_it() {
         retriever: None,
         generator: &generator,
         spec: &spec,
-        weights: Default::default(),
     };
     let whole = AskSettings {
         context_tokens: 0,
@@ -377,7 +377,6 @@ fn prefix_reuse_gives_the_same_answers() {
                 retriever: None,
                 generator: &generator,
                 spec: &spec,
-                weights: Default::default(),
             };
             questions
                 .iter()

@@ -12,8 +12,9 @@ use std::ops::Range;
 
 use crate::corpus::Paragraph;
 
-/// How a sentence's score is made (chosen on the fullwiki questions, eval/answers/).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How a sentence's score is made (chosen on the fullwiki questions, eval/answers/); as a flag,
+/// `dense,lexical,rank,first`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SentenceWeights {
     pub dense: f32,
     pub lexical: f32,
@@ -26,10 +27,43 @@ impl Default for SentenceWeights {
     fn default() -> Self {
         Self {
             dense: 1.0,
-            lexical: 0.5,
+            lexical: 1.0,
             rank: 0.3,
             first: 0.15,
         }
+    }
+}
+
+impl std::str::FromStr for SentenceWeights {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<f32> = s
+            .split(',')
+            .map(|p| p.trim().parse::<f32>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{s:?}: {e}"))?;
+        match parts[..] {
+            [dense, lexical, rank, first] if parts.iter().all(|w| w.is_finite()) => Ok(Self {
+                dense,
+                lexical,
+                rank,
+                first,
+            }),
+            _ => Err(format!(
+                "{s:?} is not four numbers: dense,lexical,rank,first"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SentenceWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{},{},{},{}",
+            self.dense, self.lexical, self.rank, self.first
+        )
     }
 }
 
@@ -278,6 +312,16 @@ mod tests {
         };
         assert!((sentence_score(&w, 0.6, 0.5, 2, true) - (0.6 + 0.25 + 0.1 + 0.1)).abs() < 1e-6);
         assert!((sentence_score(&w, 0.6, 0.0, 1, false) - 0.8).abs() < 1e-6);
+    }
+
+    #[test]
+    fn weights_parse_from_four_numbers() {
+        let w: SentenceWeights = "1,0.5,0.25,0".parse().unwrap();
+        assert_eq!((w.dense, w.lexical, w.rank, w.first), (1.0, 0.5, 0.25, 0.0));
+        assert_eq!(w.to_string().parse::<SentenceWeights>().unwrap(), w);
+        assert!("1,2,3".parse::<SentenceWeights>().is_err());
+        assert!("1,2,3,x".parse::<SentenceWeights>().is_err());
+        assert!("1,2,3,inf".parse::<SentenceWeights>().is_err());
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct AskSettings {
     pub top_k: usize,
     /// Token budget of the context (the generator's tokens); 0 puts the paragraphs in whole.
     pub context_tokens: usize,
+    /// How the sentences are scored.
+    pub weights: SentenceWeights,
 }
 
 impl Default for AskSettings {
@@ -50,6 +52,7 @@ impl Default for AskSettings {
             dim: None,
             top_k: DEFAULT_TOP_K,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
+            weights: SentenceWeights::default(),
         }
     }
 }
@@ -124,7 +127,6 @@ pub struct Pipeline<'a> {
     pub retriever: Option<&'a Retriever>,
     pub generator: &'a Generator,
     pub spec: &'a PromptSpec,
-    pub weights: SentenceWeights,
 }
 
 impl<'a> Pipeline<'a> {
@@ -133,7 +135,6 @@ impl<'a> Pipeline<'a> {
             retriever: Some(retriever),
             generator,
             spec,
-            weights: SentenceWeights::default(),
         }
     }
 
@@ -317,7 +318,13 @@ impl<'a> Pipeline<'a> {
                         // The title counts: "He directed it" is about the paragraph's subject.
                         let text = format!("{} {}", p.title, &p.text[r.clone()]);
                         let overlap = context::lexical_overlap(&words, &text);
-                        context::sentence_score(&self.weights, cosine, overlap, rank + 1, i == 0)
+                        context::sentence_score(
+                            &settings.weights,
+                            cosine,
+                            overlap,
+                            rank + 1,
+                            i == 0,
+                        )
                     })
                     .collect();
                 row += ranges.len();

@@ -21,11 +21,30 @@ pub struct Paragraph {
 }
 
 impl Paragraph {
+    /// The paragraph with HTML entities decoded (`Vernon Crawford &quot;Jack&quot; Cooke` ->
+    /// `Vernon Crawford "Jack" Cooke`), as people and the generator read it. HotpotQA keeps the
+    /// entities its Wikipedia dump had; indexes store the text as given, and everything read
+    /// from them or from question files goes through here, so titles still match.
+    pub fn decoded(self) -> Self {
+        Self {
+            title: decode_entities(self.title),
+            text: decode_entities(self.text),
+        }
+    }
+
     /// The text handed to the encoder: `template` with `{title}` and `{text}` filled in.
     pub fn render(&self, template: &str) -> String {
         template
             .replace("{title}", &self.title)
             .replace("{text}", &self.text)
+    }
+}
+
+/// `text` with HTML entities decoded; untouched (no copy) when it has none.
+pub fn decode_entities(text: String) -> String {
+    match html_escape::decode_html_entities(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(decoded) => decoded,
     }
 }
 
@@ -131,11 +150,16 @@ pub fn read_questions(path: &Path, limit: usize) -> anyhow::Result<Vec<Question>
         else {
             anyhow::bail!("record {number} has no question or answer");
         };
-        let supporting_titles = record.supporting_titles();
+        let supporting_titles: Vec<String> = record
+            .supporting_titles()
+            .into_iter()
+            .map(decode_entities)
+            .collect();
         let gold_paragraphs = record
             .paragraphs()
             .unwrap_or_default()
             .into_iter()
+            .map(Paragraph::decoded)
             .filter(|p| supporting_titles.contains(&p.title))
             .collect();
         questions.push(Question {
@@ -200,6 +224,18 @@ mod tests {
         assert_eq!(record.paragraphs().unwrap()[0].text, "A. B.");
         let bad: Record = serde_json::from_str(r#"{"question":"q"}"#).unwrap();
         assert!(bad.paragraphs().is_err());
+    }
+
+    #[test]
+    fn entities_are_decoded_for_people_and_matching() {
+        let p = Paragraph {
+            title: "Vernon Crawford &quot;Jack&quot; Cooke".into(),
+            text: "Tom &amp; Jerry".into(),
+        }
+        .decoded();
+        assert_eq!(p.title, "Vernon Crawford \"Jack\" Cooke");
+        assert_eq!(p.text, "Tom & Jerry");
+        assert_eq!(decode_entities("plain".into()), "plain");
     }
 
     #[test]

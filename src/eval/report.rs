@@ -105,7 +105,7 @@ pub fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
     }
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
-    Some(if values.len() % 2 == 0 {
+    Some(if values.len().is_multiple_of(2) {
         (values[mid - 1] + values[mid]) / 2.0
     } else {
         values[mid]
@@ -337,6 +337,7 @@ mod tests {
             top_k: 5,
             context_tokens: 0,
             context_only: false,
+            sentence_weights: None,
             oracle: false,
             generator: Some("m.gguf".into()),
             prompt_style: Some("chat".into()),

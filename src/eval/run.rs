@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{self, Summary};
 use super::{metrics, RetrievalScores, RECALL_KS};
+use crate::ask::context::SentenceWeights;
 use crate::ask::{AskSettings, Pipeline};
 use crate::corpus::Question;
 use crate::progress::{Progress, ProgressMode};
@@ -67,6 +68,9 @@ pub struct RunConfig {
     /// Prompts built and measured, no answers generated.
     #[serde(default)]
     pub context_only: bool,
+    /// How sentences were scored, when they were chosen (absent in older runs: the defaults).
+    #[serde(default)]
+    pub sentence_weights: Option<SentenceWeights>,
     pub oracle: bool,
     /// The generator's file name and prompt style, or `None` for retrieval only.
     pub generator: Option<String>,
@@ -441,6 +445,7 @@ fn predict(
             } else {
                 config.context_tokens
             },
+            weights: config.sentence_weights.unwrap_or_default(),
         };
         let answer = if config.context_only {
             pipeline.read_only(context.response, &settings, started)

@@ -184,8 +184,9 @@ impl Index {
         self.len() == 0
     }
 
+    /// Document `id`, HTML entities decoded ([`Paragraph::decoded`]).
     pub fn document(&self, id: u64) -> Result<Paragraph> {
-        self.docs.get(id)
+        Ok(self.docs.get(id)?.decoded())
     }
 
     pub fn bm25(&self) -> &bm25::Bm25Index {

@@ -61,7 +61,8 @@ impl Answerer for RagAnswerer {
 
 pub enum AskEvent {
     Token(String),
-    Done(Result<AskResult>),
+    /// Boxed: a result is far larger than a token, and tokens are most of the traffic.
+    Done(Box<Result<AskResult>>),
 }
 
 struct Job {
@@ -144,5 +145,5 @@ fn run(answerer: &dyn Answerer, job: Job, metrics: &Metrics) {
         answerer.answer(&job.question, &job.settings, &mut on_token)
     }))
     .unwrap_or_else(|_| Err(anyhow!("the generator panicked")));
-    let _ = events.blocking_send(AskEvent::Done(result));
+    let _ = events.blocking_send(AskEvent::Done(Box::new(result)));
 }

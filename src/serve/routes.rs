@@ -208,6 +208,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
         dim: Some(dim),
         top_k,
         context_tokens: body.context_tokens.unwrap_or(defaults.context_tokens),
+        weights: defaults.weights,
     };
     let queue = ready.generation.as_ref().ok_or_else(|| {
         ApiError::unavailable(
@@ -223,7 +224,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
     // Returning early drops `events`, which stops the generation.
     while let Some(event) = events.recv().await {
         if let AskEvent::Done(result) = event {
-            return result
+            return (*result)
                 .map(|r| Json(r).into_response())
                 .map_err(ApiError::internal);
         }
@@ -244,10 +245,10 @@ fn event_stream(events: mpsc::Receiver<AskEvent>) -> impl Stream<Item = Result<E
                 json_event("token", &json!({ "token": token })),
                 Some(events),
             ),
-            AskEvent::Done(Ok(result)) => (json_event("done", &result), None),
-            AskEvent::Done(Err(err)) => {
-                (json_event("error", &ApiError::internal(err).body()), None)
-            }
+            AskEvent::Done(result) => match *result {
+                Ok(result) => (json_event("done", &result), None),
+                Err(err) => (json_event("error", &ApiError::internal(err).body()), None),
+            },
         };
         Some((Ok(event), next))
     })

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The distractor-question measurements of eval/answers/README.md (the distractor questions
+# choose nothing: every setting was chosen by tune_retrieval.sh and tune_context.sh on the
+# fullwiki questions). Runs resume; each lands in eval/answers/runs/<name>/.
+#   eval/answers/measure.sh [retrieval|em|timing|all]
+# timing needs OLD_RAG: the binary of the commit before the ask pipeline (6b9aa01), built by
+#   git worktree add --detach ../base 6b9aa01 && (cd ../base && cargo build --release)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RAG=${RAG:-./rag}
+OUT=eval/answers/runs
+what=${1:-all}
+eval_run() { # NAME FLAGS...
+  local name=$1; shift
+  echo "== $name: rag eval $*"
+  "$RAG" eval --runs-dir "$OUT" --name "$name" "$@" | grep -E '^\| [0-9]'
+}
+if [ "$what" = retrieval ] || [ "$what" = all ]; then
+  # Today's modes and the new ones, one hop and two, full depth and size, all 1,186 questions.
+  for mode in dense bm25 hybrid fusion; do
+    for hops in 1 2; do eval_run "retrieval-$mode-h$hops" --no-generate --mode $mode --hops $hops; done
+  done
+  # The default over the depth x size grid (the untrained model: layers 1 and 3 are raw MiniLM).
+  eval_run retrieval-default-grid --no-generate --sweep
+  eval_run retrieval-dense-grid --no-generate --sweep --mode dense --hops 1
+fi
+if [ "$what" = em ] || [ "$what" = all ]; then
+  # Exact match on the first 300 questions with the default 1.5B generator and every default.
+  eval_run answers-default-n300 --limit 300
+fi
+if [ "$what" = timing ] || [ "$what" = all ]; then
+  python3 eval/answers/ask_timing.py --old-rag "${OLD_RAG:?set OLD_RAG}" --new-rag "$RAG" \
+    --limit "${TIMING_QUESTIONS:-60}" --out eval/answers/timing
+fi
