@@ -11,6 +11,9 @@ scripts/fetch-models.sh encoder
 llm=data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 [ -f "${RAG_LLM:-$llm}" ] ||
   echo "note: ${RAG_LLM:-$llm} is missing, so the generation tests will SKIP (scripts/fetch-models.sh llm fetches it)"
+# The web page test (tests/web.rs) drives headless chromium; it answers with the small generator
+# when it is there, else the default one.
+ensure_browser || echo "note: chromium and chromium-driver are missing, so the web page test will SKIP (FAIL with RAG_REQUIRE set)"
 [ -d "${RAG_DATA:-../shared/data}/hotpotqa" ] ||
   echo "note: ${RAG_DATA:-../shared/data}/hotpotqa is missing, so the HotpotQA end-to-end test will SKIP"
 [ -d "${RAG_DATA:-../shared/data}/sts" ] ||

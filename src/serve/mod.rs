@@ -3,13 +3,15 @@
 //! The async executor only parses, validates and routes. Encoding runs on one batching thread
 //! and the look-ups of encoded searches on a search thread beside it ([`batcher`]), generation
 //! on another ([`generation`]), BM25-only searches on tokio's blocking pool; each path has a
-//! bounded queue that answers 503 with `Retry-After` when full.
+//! bounded queue that answers 503 with `Retry-After` when full. `GET /` is a web page on the
+//! same API ([`web`]).
 
 pub mod batcher;
 pub mod error;
 pub mod generation;
 pub mod metrics;
 mod routes;
+mod web;
 
 use std::future::{Future, IntoFuture};
 use std::sync::{Arc, OnceLock};
@@ -66,6 +68,8 @@ impl Default for Limits {
 pub struct ServeConfig {
     pub limits: Limits,
     pub batch: BatchOptions,
+    /// Where `rag eval` runs are, for the page's heatmaps of their sweeps (`None`: no runs).
+    pub runs: Option<std::path::PathBuf>,
 }
 
 /// What the server serves, loaded once before it reports ready.
