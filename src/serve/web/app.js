@@ -346,7 +346,6 @@ async function tradeoff(question, current, signal) {
   const cells = new Map();
   const key = (l, d) => `${l}x${d}`;
   const table = h('table', { class: 'grid', dataset: { state: 'running', mode } },
-    h('caption', { class: 'muted' }, `${mode} retrieval, top ${current.k}${current.mode === 'bm25' ? ' (BM25 does not depend on depth or size, so this is dense)' : ''}; overlap with ${full.layers} layers × ${full.dim} dims; titles in italics are not in that top ${current.k}`),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'layers \\ dims'), dims.map((d) => h('th', { scope: 'col' }, d)))),
     h('tbody', {}, layers.map((l) => h('tr', {}, h('th', { scope: 'row' }, l),
       dims.map((d) => {
@@ -354,7 +353,9 @@ async function tradeoff(question, current, signal) {
         cells.set(key(l, d), td);
         return td;
       })))));
-  box.replaceChildren(table);
+  box.replaceChildren(
+    h('p', { class: 'muted' }, `${mode} retrieval, top ${current.k}${current.mode === 'bm25' ? ' (BM25 does not depend on depth or size, so this is dense)' : ''}; overlap with ${full.layers} layers × ${full.dim} dims; titles in italics are not in that top ${current.k}.`),
+    h('div', { class: 'scroll' }, table));
   // The full-depth, full-size cell first: every other cell is compared with it.
   const order = [full, ...layers.flatMap((l) => dims.map((d) => ({ layers: l, dim: d })))
     .filter((c) => key(c.layers, c.dim) !== key(full.layers, full.dim))];
