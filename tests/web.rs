@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,12 @@ fn browser_paths() -> Option<(PathBuf, PathBuf)> {
     ))
 }
 
+/// The `rag` binary cargo built for this test, or the one `RAG_BIN` names (a copy set aside
+/// while others rebuild a shared target directory).
+fn rag() -> Command {
+    std::env::var_os("RAG_BIN").map_or_else(common::rag, Command::new)
+}
+
 /// `rag serve` as a child process, on a loopback port the OS picked; killed when dropped.
 struct Server {
     child: Child,
@@ -62,9 +68,7 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Self {
-        // `RAG_BIN` names another binary (one copied aside while a shared target dir is rebuilt).
-        let mut child = std::env::var_os("RAG_BIN")
-            .map_or_else(common::rag, std::process::Command::new)
+        let mut child = rag()
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::null())
@@ -193,6 +197,20 @@ fn page_assets_health_and_runs_routes() {
         "--precision",
         "f32",
     ]);
+
+    let refused = rag()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--index",
+            index_dir.to_str().unwrap(),
+        ])
+        .args(["--runs", dir.path().join("nope").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no such folder"));
 
     let page = server.get("/");
     assert_eq!(page.status, 200);
@@ -458,6 +476,20 @@ fn page_in_a_headless_browser() {
     );
     assert_eq!(overflow, json!(0), "the page is wider than a narrow window");
     browser.screenshot(&screenshot_dir().join("narrow.png"));
+
+    // What /ask reports beyond today's fields, drawn where the server sends it: the sentences
+    // that went into the prompt marked, a second hop labelled, every timing part in the bar.
+    let drawn = browser.eval(
+        "renderSources([{rank: 1, id: 9, title: 'T', text: 'A. B.', score: 0.5, hop: 2, \
+                          sentences: [{text: 'A.', in_prompt: false}, {text: 'B.', in_prompt: true}]}], 'n', {}); \
+         renderTiming({encode_ms: 1, search_ms: 2, select_ms: 1, prompt_ms: 1, prompt_eval_ms: 10, \
+                       generation_ms: 20, total_ms: 35}, 12); \
+         const card = document.querySelector('#sources li'); \
+         return [[...card.querySelectorAll('mark')].map(m => m.textContent), card.querySelector('p').textContent, \
+                 card.innerText.includes('hop 2'), document.querySelectorAll('#timing .bar span').length]",
+        &[],
+    );
+    assert_eq!(drawn, json!([["B."], "A. B.", true, 6]));
 }
 
 fn median(values: &[f64]) -> Option<f64> {
@@ -502,6 +534,9 @@ fn measure_default_models() {
         .map(|path| (path, server.get(path).body.len()))
         .collect();
 
+    // The machine's load while measuring: other work on its cores slows prompt evaluation most.
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load_before = load();
     let browser = Browser::start(&chromedriver, &chromium, 1280, 1000);
     let load_started = Instant::now();
     browser.goto(&server.url("/"));
@@ -524,7 +559,8 @@ fn measure_default_models() {
         let seen = browser.eval(
             "const a = document.getElementById('answer'); \
              return {answer: a.textContent, first_token_ms: Number(document.getElementById('first-token').dataset.ms), \
-                     answer_ms: Number(a.dataset.ms), tokens: Number(a.dataset.tokens), \
+                     answer_ms: Number(a.dataset.ms), server_total_ms: Number(a.dataset.serverMs), \
+                     tokens: Number(a.dataset.tokens), \
                      tradeoff_cells: document.querySelectorAll('#tradeoff .cell').length, \
                      tradeoff_ms: Number(document.querySelector('#tradeoff table').dataset.ms)}",
             &[],
@@ -557,11 +593,13 @@ fn measure_default_models() {
             "total": assets.iter().map(|(_, n)| n).sum::<usize>(),
         },
         "page_ready_ms": ready_ms,
+        "loadavg": {"before": load_before.trim(), "after": load().trim()},
         "questions": rows,
         "median": {
             "first_token_ms": median(&column("first_token_ms", 0)),
             "first_token_ms_after_the_first_question": median(&column("first_token_ms", 1)),
             "answer_ms": median(&column("answer_ms", 0)),
+            "server_total_ms": median(&column("server_total_ms", 0)),
             "tradeoff_ms": median(&column("tradeoff_ms", 0)),
         },
     });

@@ -14,7 +14,7 @@ function h(tag, props, ...children) {
     else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? '' : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child !== undefined && child !== null && child !== false) {
       node.append(child instanceof Node ? child : String(child));
     }
@@ -314,6 +314,7 @@ async function answerStreamed(question, current, signal) {
       finished = true;
       // Time to the whole answer as the browser saw it (eval/web measures it).
       answer.dataset.ms = (performance.now() - started).toFixed(1);
+      answer.dataset.serverMs = data.timings?.total_ms ?? '';
       answer.textContent = data.answer || text;
       if (!answer.textContent.trim()) answer.replaceChildren(h('span', { class: 'muted' }, '(the generator returned an empty answer)'));
       answer.dataset.done = 'true';
