@@ -273,6 +273,16 @@ fn page_assets_health_and_runs_routes() {
     }
 }
 
+/// Opens the page and waits until it says the server is ready.
+fn open_page(browser: &Browser, server: &Server) {
+    browser.goto(&server.url("/"));
+    browser.wait_for(
+        "the page to say the server is ready",
+        "return document.getElementById('status-line').textContent.startsWith('Ready')",
+        Duration::from_secs(60),
+    );
+}
+
 /// Where the page test leaves its screenshots (CI can keep them).
 fn screenshot_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web");
@@ -339,12 +349,7 @@ fn page_in_a_headless_browser() {
     }
     let server = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let browser = Browser::start(&chromedriver, &chromium, 1280, 1000);
-    browser.goto(&server.url("/"));
-    browser.wait_for(
-        "the page to say the server is ready",
-        "return document.getElementById('status-line').textContent.startsWith('Ready')",
-        Duration::from_secs(30),
-    );
+    open_page(&browser, &server);
 
     // Ask with the keyboard alone: type, Enter.
     let question = "topic 7 river city film";
@@ -539,12 +544,7 @@ fn measure_default_models() {
     let load_before = load();
     let browser = Browser::start(&chromedriver, &chromium, 1280, 1000);
     let load_started = Instant::now();
-    browser.goto(&server.url("/"));
-    browser.wait_for(
-        "the page to say the server is ready",
-        "return document.getElementById('status-line').textContent.startsWith('Ready')",
-        Duration::from_secs(60),
-    );
+    open_page(&browser, &server);
     let ready_ms = load_started.elapsed().as_secs_f64() * 1000.0;
     let mut rows = Vec::new();
     for (i, question) in questions.iter().enumerate() {
