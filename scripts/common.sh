@@ -4,13 +4,15 @@
 
 DEB_PACKAGES=(cmake clang libclang-dev libopenblas-dev liblapack-dev pkg-config)
 
-ensure_build_deps() {
-  local missing=()
-  for pkg in "${DEB_PACKAGES[@]}"; do
+# The packages of "$@" that are not installed, installed with apt-get ($what says what for).
+ensure_debs() { # what, package...
+  local what=$1 missing=()
+  shift
+  for pkg in "$@"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  echo "installing build dependencies: ${missing[*]}"
+  echo "installing $what: ${missing[*]}"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
@@ -18,6 +20,11 @@ ensure_build_deps() {
     return 1
   fi
 }
+
+ensure_build_deps() { ensure_debs "build dependencies" "${DEB_PACKAGES[@]}"; }
+
+# The headless browser and its WebDriver that tests/web.rs drives the page of `rag serve` with.
+ensure_browser() { ensure_debs "the browser for the web page test" chromium chromium-driver; }
 
 # llama.cpp's CPU backend cannot pick its kernels at run time: it is compiled for AVX2 unless told
 # more. Build it for what this machine has (on the machine of this repository, AVX-512 with VNNI

@@ -17,6 +17,9 @@ if [ ! -f "${RAG_LLM:-$llm}" ]; then
          echo "note: no GGUF generator, so the generation tests will SKIP (scripts/fetch-models.sh llm or llm-small fetches one)" ;;
   esac
 fi
+# The web page test (tests/web.rs) drives headless chromium; it answers with the small generator
+# when it is there, else the default one.
+ensure_browser || echo "note: chromium and chromium-driver are missing, so the web page test will SKIP (FAIL with RAG_REQUIRE set)"
 [ -d "${RAG_DATA:-../shared/data}/hotpotqa" ] ||
   echo "note: ${RAG_DATA:-../shared/data}/hotpotqa is missing, so the HotpotQA end-to-end test will SKIP"
 [ -d "${RAG_DATA:-../shared/data}/sts" ] ||

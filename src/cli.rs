@@ -593,6 +593,10 @@ pub struct ServeArgs {
     /// Embedding requests waiting before the server answers 503.
     #[arg(long, default_value_t = 256)]
     pub queue: usize,
+    /// `rag eval` runs whose sweeps the web page draws heatmaps of (default: eval/runs, when
+    /// there is one).
+    #[arg(long)]
+    pub runs: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -1174,6 +1178,15 @@ fn run_bench_query(args: BenchQueryArgs) -> Result<()> {
     Ok(())
 }
 
+/// The runs folder named with `--runs` (which must exist), else `eval/runs` if there is one.
+fn serve_runs_dir(named: Option<PathBuf>) -> Result<Option<PathBuf>> {
+    match named {
+        Some(dir) if dir.is_dir() => Ok(Some(dir)),
+        Some(dir) => anyhow::bail!("--runs {}: no such folder", dir.display()),
+        None => Ok(Some(PathBuf::from("eval/runs")).filter(|d| d.is_dir())),
+    }
+}
+
 fn run_serve(args: ServeArgs) -> Result<()> {
     if !(args.batch_window_ms.is_finite() && args.batch_window_ms >= 0.0) {
         anyhow::bail!("--batch-window-ms must be a number of milliseconds, 0 or more");
@@ -1189,6 +1202,7 @@ fn run_serve(args: ServeArgs) -> Result<()> {
             None,
             None,
         ),
+        runs: serve_runs_dir(args.runs.clone())?,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

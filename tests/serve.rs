@@ -351,7 +351,7 @@ fn routes_answer_like_the_library() {
             &metrics.body,
             "rag_http_requests_total{route=\"/search\",status=\"200\"}"
         ),
-        3.0
+        6.0
     );
     assert_eq!(
         counter(

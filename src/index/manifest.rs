@@ -277,6 +277,18 @@ impl Manifest {
         }
         Ok((depth, dim))
     }
+
+    /// The sizes offered to people picking one (any size up to `stored_dim` works): the powers
+    /// of two from 16 below the stored width, the default size and the stored width, ascending.
+    pub fn offered_dims(&self) -> Vec<usize> {
+        let mut dims: Vec<usize> = std::iter::successors(Some(16), |d| Some(d * 2))
+            .take_while(|&d| d < self.stored_dim)
+            .collect();
+        dims.extend([self.default_dim, self.stored_dim]);
+        dims.sort_unstable();
+        dims.dedup();
+        dims
+    }
 }
 
 fn join(values: &[usize]) -> String {

@@ -87,8 +87,13 @@ impl ApiError {
         Self::new(
             StatusCode::NOT_FOUND,
             "not_found",
-            "no such route (try POST /search, POST /ask, POST /v1/embeddings, GET /health, GET /metrics)",
+            "no such route (try GET / for the page, POST /search, POST /ask, POST /v1/embeddings, GET /health, GET /metrics)",
         )
+    }
+
+    /// Something a route names (a run) does not exist.
+    pub fn missing(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
     pub fn method_not_allowed() -> Self {

@@ -3,7 +3,8 @@
 //! The async executor only parses, validates and routes. Encoding runs on one batching thread
 //! and the look-ups of encoded searches on a search thread beside it ([`batcher`]), generation
 //! on another ([`generation`]), BM25-only searches on tokio's blocking pool; each path has a
-//! bounded queue that answers 503 with `Retry-After` when full.
+//! bounded queue that answers 503 with `Retry-After` when full. `GET /` is a web page on the
+//! same API ([`web`]).
 //!
 //! The index is served one generation at a time and replaced when a rebuild installs a new
 //! one ([`live`]). Connections that do not send their request in time are closed ([`http`]),
@@ -16,6 +17,7 @@ mod http;
 pub mod live;
 pub mod metrics;
 mod routes;
+mod web;
 
 use std::future::Future;
 use std::sync::mpsc::Sender;
@@ -82,6 +84,8 @@ pub struct ServeConfig {
     pub batch: BatchOptions,
     /// How `/ask` retrieves and builds its context when a request does not say.
     pub ask: crate::ask::AskSettings,
+    /// Where `rag eval` runs are, for the page's heatmaps of their sweeps (`None`: no runs).
+    pub runs: Option<std::path::PathBuf>,
 }
 
 /// What the server serves, loaded once before it reports ready.

@@ -2,6 +2,7 @@
 //! model runs), and the hand-off to the batcher, the blocking pool or the generation queue.
 
 use std::convert::Infallible;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use clap::ValueEnum;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -37,6 +39,7 @@ pub(super) fn router(app: Arc<AppState>) -> Router {
         .route("/v1/embeddings", post(embeddings))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .merge(super::web::router())
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(app.config.limits.max_body_bytes))
@@ -407,6 +410,19 @@ async fn health(State(app): App) -> Response {
             "layers": manifest.layers,
             "default_dim": manifest.default_dim,
             "stored_dim": manifest.stored_dim,
+            "dims": manifest.offered_dims(),
+        },
+        "modes": Mode::value_variants().iter().map(Mode::to_string).collect::<Vec<_>>(),
+        // What /ask does with the fields a request leaves out.
+        "ask": {
+            "mode": app.config.ask.strategy.mode,
+            "hops": app.config.ask.strategy.hops,
+            "top_k": app.config.ask.top_k,
+            "context_tokens": app.config.ask.context_tokens,
+        },
+        "queues": {
+            "generate": app.metrics.generate_queue.load(Ordering::Relaxed),
+            "embed": app.metrics.embed_queue.load(Ordering::Relaxed),
         },
     }))
     .into_response()
