@@ -10,7 +10,7 @@ use rag::encoder::{EncoderOptions, Precision};
 use rag::eval::run::{self, Cell, RunConfig, RunOptions};
 use rag::index::{self, BuildOptions};
 use rag::progress::ProgressMode;
-use rag::retrieve::{Mode, Retriever};
+use rag::retrieve::{Mode, Retriever, Strategy};
 
 const QUESTIONS: usize = 40;
 
@@ -55,58 +55,41 @@ fn real_model_retrieves_supporting_paragraphs() {
         Cell::retrieval(3, 384),
         Cell::retrieval(6, 64),
     ];
-    let summary = run::run(&RunOptions {
-        dir: tmp.path().join("run"),
-        config: RunConfig {
-            questions_file: subset.clone(),
-            questions: questions.len(),
-            cells,
-            mode: Mode::Dense,
-            hops: 1,
-            tuning: None,
-            top_k: 5,
-            context_tokens: 0,
-            context_only: false,
-            sentence_weights: None,
-            oracle: false,
-            generator: None,
-            prompt_style: None,
-            max_tokens: None,
-            index: Some(index_dir.clone()),
-        },
-        questions: &questions,
-        retriever: Some(&retriever),
-        pipeline: None,
-        fresh: false,
-        progress: ProgressMode::Quiet,
-    })
-    .unwrap();
-    let default_run = run::run(&RunOptions {
-        dir: tmp.path().join("run-default"),
-        config: RunConfig {
-            questions_file: subset.clone(),
-            questions: questions.len(),
-            cells: vec![Cell::retrieval(6, 384)],
-            mode: DEFAULT_STRATEGY.mode,
-            hops: DEFAULT_STRATEGY.hops,
-            tuning: Some(retriever.tuning),
-            top_k: 5,
-            context_tokens: 0,
-            context_only: false,
-            sentence_weights: None,
-            oracle: false,
-            generator: None,
-            prompt_style: None,
-            max_tokens: None,
-            index: Some(index_dir.clone()),
-        },
-        questions: &questions,
-        retriever: Some(&retriever),
-        pipeline: None,
-        fresh: false,
-        progress: ProgressMode::Quiet,
-    })
-    .unwrap();
+    // A retrieval-only run in `tmp/<dir>`.
+    let retrieval_run = |dir: &str, cells: Vec<Cell>, strategy: Strategy| {
+        run::run(&RunOptions {
+            dir: tmp.path().join(dir),
+            config: RunConfig {
+                questions_file: subset.clone(),
+                questions: questions.len(),
+                cells,
+                mode: strategy.mode,
+                hops: strategy.hops,
+                tuning: Some(retriever.tuning),
+                top_k: 5,
+                context_tokens: 0,
+                context_only: false,
+                sentence_weights: None,
+                oracle: false,
+                generator: None,
+                prompt_style: None,
+                max_tokens: None,
+                index: Some(index_dir.clone()),
+            },
+            questions: &questions,
+            retriever: Some(&retriever),
+            pipeline: None,
+            fresh: false,
+            progress: ProgressMode::Quiet,
+        })
+        .unwrap()
+    };
+    let summary = retrieval_run("run", cells, Strategy::new(Mode::Dense, 1).unwrap());
+    let default_run = retrieval_run(
+        "run-default",
+        vec![Cell::retrieval(6, 384)],
+        DEFAULT_STRATEGY,
+    );
     // Bridge questions need a paragraph only the first one leads to: the default retrieval
     // (fusion, two hops) must find both for more of them than one-hop dense does, including at
     // least one that dense misses.

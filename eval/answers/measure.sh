@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The distractor-question measurements of eval/answers/README.md (the distractor questions
-# choose nothing: every setting was chosen by tune_retrieval.sh and tune_context.sh on the
+# choose nothing: every setting was chosen by tune.sh on the
 # fullwiki questions). Runs resume; each lands in eval/answers/runs/<name>/.
 #   eval/answers/measure.sh [retrieval|em|timing|all]
 # timing needs OLD_RAG: the binary of the commit before the ask pipeline (6b9aa01), built by
@@ -22,7 +22,6 @@ if [ "$what" = retrieval ] || [ "$what" = all ]; then
   done
   # The default over the depth x size grid (the untrained model: layers 1 and 3 are raw MiniLM).
   eval_run retrieval-default-grid --no-generate --sweep
-  eval_run retrieval-dense-grid --no-generate --sweep --mode dense --hops 1
 fi
 if [ "$what" = em ] || [ "$what" = all ]; then
   # Exact match on the first 300 questions with the default 1.5B generator and every default.

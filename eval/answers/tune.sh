@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Chooses every default of `ask` on the fullwiki questions whose supporting paragraphs are in
+# the corpus (tuning_questions.py), full depth and size; the distractor questions choose
+# nothing. Each setting is one `rag eval` run under eval/answers/tuning/; report.py tabulates.
+#   eval/answers/tune.sh [STAGE]
+#     1: retrieval modes x hops (--no-generate); 2: the second hop's beam and weight;
+#     context: the context budget with the default retrieval (--context-only: prompts built and
+#     measured, nothing generated); weights: the sentence scores' weights at a budget of 200
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RAG=${RAG:-./rag}
+DATA=${RAG_DATA:-../shared/data}
+OUT=eval/answers/tuning
+QUESTIONS=$OUT/questions.json
+mkdir -p "$OUT"
+[ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
+run() { # NAME FLAGS...
+  local name=$1; shift
+  echo "== $name: $*"
+  "$RAG" eval --no-generate --questions "$QUESTIONS" --runs-dir "$OUT" --name "$name" "$@" | grep -E '^\| 6 '
+}
+stage=${1:-all}
+if [ "$stage" = 1 ] || [ "$stage" = all ]; then
+  # The second hop as first written: beam 3, hop weight 0.8 (stage 2 then lowered both).
+  first=(--hop-beam 3 --hop-weight 0.8)
+  for hops in 1 2; do
+    for mode in dense bm25 hybrid; do
+      run "$mode-h$hops" --mode $mode --hops $hops --fusion-weight 0.5 "${first[@]}"
+    done
+    for w in 0.3 0.5 0.7; do
+      run "fusion$w-h$hops" --mode fusion --fusion-weight $w --hops $hops "${first[@]}"
+    done
+  done
+fi
+if [ "$stage" = 2 ] || [ "$stage" = all ]; then
+  for beam in 2 3; do
+    for hw in 0.15 0.3 0.5; do
+      run "fusion${FUSION_WEIGHT:-0.3}-h2-b$beam-w$hw" --mode fusion --fusion-weight "${FUSION_WEIGHT:-0.3}" --hops 2 --hop-beam $beam --hop-weight $hw
+    done
+  done
+fi
+context() { # NAME FLAGS...
+  local name=$1; shift
+  echo "== $name: $*"
+  "$RAG" eval --context-only --questions "$QUESTIONS" --runs-dir "$OUT" --name "$name" "$@" | grep -E '^\| 6 '
+}
+if [ "$stage" = context ] || [ "$stage" = all ]; then
+  # 0 is whole paragraphs. These ran with the sentence weights of their time, 1,0.5,0.3,0.15.
+  for budget in 0 100 150 200 250; do
+    context "context-$budget" --context-tokens $budget --sentence-weights 1,0.5,0.3,0.15
+  done
+fi
+if [ "$stage" = weights ] || [ "$stage" = all ]; then
+  for w in 1,0.25,0.3,0.15 1,0.5,0.6,0.15 1,0.5,0.3,0.4 1,1.0,0.3,0.15 1,1.5,0.3,0.3 1,2.0,0.3,0.15; do
+    context "context-200-w$w" --context-tokens 200 --sentence-weights $w
+  done
+fi
