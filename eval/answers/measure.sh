@@ -22,6 +22,7 @@ if [ "$what" = retrieval ] || [ "$what" = all ]; then
   done
   # The default over the depth x size grid (the untrained model: layers 1 and 3 are raw MiniLM).
   eval_run retrieval-default-grid --no-generate --sweep
+  eval_run retrieval-dense-grid --no-generate --sweep --mode dense --hops 1
 fi
 if [ "$what" = em ] || [ "$what" = all ]; then
   # Exact match on the first 300 questions with the default 1.5B generator and every default.
