@@ -16,6 +16,7 @@ use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
 use rag::progress::ProgressMode;
 use rag::retrieve::{Mode, Retriever, SearchResponse, SearchTimings, Strategy};
+use serde_json::Value;
 
 /// `records` HotpotQA questions, each asking about its first paragraph ("fact n") among
 /// three.
@@ -402,4 +403,56 @@ fn prefix_reuse_gives_the_same_answers() {
         assert!(fresh.iter().all(|f| f.1 == 0), "{fresh:?}");
         assert!(reused[0].0.contains("Quimby"), "{reused:?}");
     }
+}
+
+/// `rag ask` end to end with a real generator: one JSON answer whose sources carry the sentences
+/// the prompt held, within the context budget, and the budget 0 puts paragraphs in whole.
+#[test]
+fn rag_ask_answers_with_the_sentences_it_read() {
+    let Some(llm) = common::any_llm() else {
+        return common::missing(
+            "rag_ask_answers_with_the_sentences_it_read",
+            "models",
+            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
+        );
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 20, 3);
+    let index_dir = tmp.path().join("index");
+    rag::index::build(&common::tiny_build_options(&model, corpus, &index_dir)).unwrap();
+    let ask = |budget: &str| {
+        common::rag_json([
+            "ask",
+            "What is topic 7 about?",
+            "--json",
+            "--index",
+            index_dir.to_str().unwrap(),
+            "--llm",
+            llm.to_str().unwrap(),
+            "--context-tokens",
+            budget,
+        ])
+    };
+    let short = ask("40");
+    assert!(!short["answer"].as_str().unwrap().is_empty(), "{short}");
+    assert_eq!(short["mode"], "fusion");
+    assert_eq!(short["hops"], 2);
+    let sources = short["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 5);
+    let read: Vec<&Value> = sources
+        .iter()
+        .flat_map(|s| s["sentences"].as_array().unwrap())
+        .filter(|s| s["in_prompt"] == true)
+        .collect();
+    assert!(!read.is_empty(), "{short}");
+    let whole = ask("0");
+    assert!(
+        short["prompt_tokens"].as_u64().unwrap() < whole["prompt_tokens"].as_u64().unwrap(),
+        "{short} / {whole}"
+    );
+    assert!(whole["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["in_prompt"] == true));
 }
