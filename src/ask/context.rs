@@ -161,18 +161,21 @@ pub fn select(
         .iter()
         .map(|s| vec![false; s.sentences.len()])
         .collect();
-    let mut used = 0;
-    for &(p, i) in &order {
-        let s = &scored[p];
-        let opened = kept[p].iter().any(|&k| k);
-        let header = if opened {
-            0
-        } else {
+    // What opening each paragraph costs: its title and layout, without text.
+    let headers: Vec<usize> = scored
+        .iter()
+        .map(|s| {
             measure(&[Paragraph {
                 title: s.paragraph.title.clone(),
                 text: String::new(),
             }])
-        };
+        })
+        .collect();
+    let mut used = 0;
+    for &(p, i) in &order {
+        let s = &scored[p];
+        let opened = kept[p].iter().any(|&k| k);
+        let header = if opened { 0 } else { headers[p] };
         let cost = header + count(&s.paragraph.text[s.sentences[i].clone()]) + 1;
         if used + cost <= budget {
             used += cost;

@@ -285,24 +285,19 @@ impl<'a> Pipeline<'a> {
             bail!("choosing sentences needs the index's encoder; use a context budget of 0");
         };
         let encoder = &retriever.encoder;
-        let texts: Vec<String> = paragraphs
-            .iter()
-            .zip(&sentences)
-            .flat_map(|(p, ranges)| {
+        // One forward pass: the question (row 0, behind its query prefix), then every sentence
+        // as the index templates a paragraph.
+        let texts: Vec<String> = std::iter::once(encoder.query_text(question))
+            .chain(paragraphs.iter().zip(&sentences).flat_map(|(p, ranges)| {
                 ranges
                     .iter()
                     .map(move |r| format!("{}: {}", p.title, &p.text[r.clone()]))
-            })
+            }))
             .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = if refs.is_empty() {
-            None
-        } else {
-            Some(encoder.encode(&refs, &[layers])?.remove(0))
-        };
-        let asked = encoder.encode_queries(&[question], &[layers])?.remove(0);
+        let vectors = encoder.encode(&refs, &[layers])?.remove(0);
         let words = context::content_words(question);
-        let mut row = 0;
+        let mut row = 1;
         let scored: Vec<Scored> = paragraphs
             .iter()
             .zip(&sentences)
@@ -312,9 +307,7 @@ impl<'a> Pipeline<'a> {
                     .iter()
                     .enumerate()
                     .map(|(i, r)| {
-                        let cosine = vectors.as_ref().map_or(0.0, |v| {
-                            crate::vectors::cosine(asked.row(0), v.row(row + i))
-                        });
+                        let cosine = crate::vectors::cosine(vectors.row(0), vectors.row(row + i));
                         // The title counts: "He directed it" is about the paragraph's subject.
                         let text = format!("{} {}", p.title, &p.text[r.clone()]);
                         let overlap = context::lexical_overlap(&words, &text);

@@ -278,12 +278,11 @@ pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>> {
 
 /// What a pending question's prompt is made from, with the retrieval behind it.
 struct PromptContext {
-    /// As a search response: the retrieved paragraphs, or the gold ones for the oracle.
+    /// As a search response: the retrieved paragraphs (the top `top_k`, with this question's
+    /// share of its batch's encoding and search time), or the gold ones for the oracle.
     response: SearchResponse,
     /// Retrieved titles to the deepest recall cut-off, best first (none for the oracle).
     retrieved: Vec<String>,
-    encode_ms: f64,
-    search_ms: f64,
 }
 
 /// The pending questions' vectors at every depth the grid asks for, from one forward pass: a
@@ -352,8 +351,6 @@ fn contexts(
             .map(|q| PromptContext {
                 response: SearchResponse::of_passages(&q.question, &q.gold_paragraphs),
                 retrieved: Vec::new(),
-                encode_ms: 0.0,
-                search_ms: 0.0,
             })
             .collect());
     };
@@ -381,18 +378,14 @@ fn contexts(
     ranked
         .into_iter()
         .zip(&texts)
-        .map(|(mut ranking, question)| {
-            let retrieved = ranking
-                .iter()
-                .map(|s| Ok(retriever.index.document(s.id)?.title))
-                .collect::<Result<Vec<_>>>()?;
-            ranking.truncate(config.top_k);
-            let response =
+        .map(|(ranking, question)| {
+            // Each document read once: all of them for recall, the best for the prompt.
+            let mut response =
                 retriever.respond(question, strategy, layers, dim, ranking, timings.clone())?;
+            let retrieved = response.hits.iter().map(|h| h.title.clone()).collect();
+            response.hits.truncate(config.top_k);
             Ok(PromptContext {
                 retrieved,
-                encode_ms: timings.encode_ms,
-                search_ms: timings.search_ms,
                 response,
             })
         })
@@ -407,8 +400,8 @@ fn predict(
 ) -> Result<Prediction> {
     let started = Instant::now();
     let mut timings = PredictionTimings {
-        encode_ms: context.encode_ms,
-        search_ms: context.search_ms,
+        encode_ms: context.response.timings.encode_ms,
+        search_ms: context.response.timings.search_ms,
         ..Default::default()
     };
     let retrieval = if cell == Cell::ORACLE {
