@@ -81,23 +81,13 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         Cell::retrieval(3, 8),
         Cell::retrieval(3, 16),
     ];
-    let config = RunConfig {
-        questions_file: corpus.clone(),
-        questions: questions.len(),
-        cells: cells.clone(),
-        mode: Mode::Bm25,
-        hops: 1,
-        tuning: None,
-        top_k: 5,
-        context_tokens: 0,
-        context_only: false,
-        sentence_weights: None,
-        oracle: false,
-        generator: None,
-        prompt_style: None,
-        max_tokens: None,
-        index: Some(dir.clone()),
-    };
+    let config = common::retrieval_config(
+        &corpus,
+        questions.len(),
+        cells.clone(),
+        Strategy::new(Mode::Bm25, 1).unwrap(),
+        &dir,
+    );
     let run_dir = tmp.path().join("runs").join("r");
     let options = |config: &RunConfig, fresh| RunOptions {
         dir: run_dir.clone(),

@@ -7,7 +7,7 @@ mod common;
 use rag::ask::DEFAULT_STRATEGY;
 use rag::corpus::read_questions;
 use rag::encoder::{EncoderOptions, Precision};
-use rag::eval::run::{self, Cell, RunConfig, RunOptions};
+use rag::eval::run::{self, Cell, RunOptions};
 use rag::index::{self, BuildOptions};
 use rag::progress::ProgressMode;
 use rag::retrieve::{Mode, Retriever, Strategy};
@@ -59,23 +59,7 @@ fn real_model_retrieves_supporting_paragraphs() {
     let retrieval_run = |dir: &str, cells: Vec<Cell>, strategy: Strategy| {
         run::run(&RunOptions {
             dir: tmp.path().join(dir),
-            config: RunConfig {
-                questions_file: subset.clone(),
-                questions: questions.len(),
-                cells,
-                mode: strategy.mode,
-                hops: strategy.hops,
-                tuning: Some(retriever.tuning),
-                top_k: 5,
-                context_tokens: 0,
-                context_only: false,
-                sentence_weights: None,
-                oracle: false,
-                generator: None,
-                prompt_style: None,
-                max_tokens: None,
-                index: Some(index_dir.clone()),
-            },
+            config: common::retrieval_config(&subset, questions.len(), cells, strategy, &index_dir),
             questions: &questions,
             retriever: Some(&retriever),
             pipeline: None,

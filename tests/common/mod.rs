@@ -164,3 +164,30 @@ pub fn any_llm() -> Option<PathBuf> {
 pub fn all_llms() -> Vec<PathBuf> {
     default_llm().into_iter().chain(small_llm()).collect()
 }
+
+/// The settings of a retrieval-only `rag eval` run (no generator) over `cells`.
+pub fn retrieval_config(
+    questions_file: &Path,
+    questions: usize,
+    cells: Vec<rag::eval::run::Cell>,
+    strategy: rag::retrieve::Strategy,
+    index: &Path,
+) -> rag::eval::run::RunConfig {
+    rag::eval::run::RunConfig {
+        questions_file: questions_file.to_path_buf(),
+        questions,
+        cells,
+        mode: strategy.mode,
+        hops: strategy.hops,
+        tuning: None,
+        top_k: 5,
+        context_tokens: 0,
+        context_only: false,
+        sentence_weights: None,
+        oracle: false,
+        generator: None,
+        prompt_style: None,
+        max_tokens: None,
+        index: Some(index.to_path_buf()),
+    }
+}
