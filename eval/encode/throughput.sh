@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Issue 2, encoding throughput: sentence-transformers (PyTorch) and `rag` side by side on the
+# Encoding throughput: sentence-transformers (PyTorch) and `rag` side by side on the
 # same 2,000 distractor paragraphs (max length 256, batch 64, 2 threads, depths 6/3/1), then the
 # ratios. Run on a quiet machine: both use every core. The two alternate for ROUNDS rounds
 # (default 3) and the medians are reported: on a shared virtual machine the speed of both drifts
 # by up to 10% from one minute to the next.
-#   [ROUNDS=3] eval/issue2_encode.sh [LIMIT]
-# Writes eval/issue2/encode_throughput.{json,md}.
+#   [ROUNDS=3] eval/encode/throughput.sh [LIMIT]
+# Writes eval/encode/throughput.{json,md} (and each round's st-N.json, rag-N.json).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
 LIMIT=${1:-2000}
 DATA=${RAG_DATA:-../shared/data}
 CORPUS=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
 TEMPLATE="{title}: {text}"
-OUT=eval/issue2
+OUT=eval/encode
 mkdir -p "$OUT"
 eval/reference/setup.sh >/dev/null
 cargo build --release -q
@@ -49,14 +49,14 @@ for depth in ("6", "3", "1"):
     rows.append(f"| {depth} | {s:.1f} | {r:.1f} | {ratio:.2f}x | {per_round} |")
 scaling = statistics.median(o["3"] / o["6"] for o in ours)
 report["rag_depth_scaling_3_vs_6"] = round(scaling, 3)
-json.dump(report, open(f"{out}/encode_throughput.json", "w"), indent=1)
-md = ["# Encoding throughput (issue 2)", "",
+json.dump(report, open(f"{out}/throughput.json", "w"), indent=1)
+md = ["# Encoding throughput", "",
       f"{st[0]['paragraphs']} distinct distractor paragraphs, `{st[0]['template']}`, max length 256, batch 64, "
       f"2 threads; sentence-transformers and rag alternating for {rounds} rounds, medians.", "",
       "| layers | sentence-transformers p/s | rag p/s | rag / ST (median) | per round |",
       "| --- | --- | --- | --- | --- |", *rows, "",
       f"rag depth scaling, layers 3 vs 6: {scaling:.2f}x (target >= 1.9x); full depth vs ST: "
       f"{report['ratio']['6']:.2f}x (target >= 1.5x)."]
-open(f"{out}/encode_throughput.md", "w").write("\n".join(md) + "\n")
+open(f"{out}/throughput.md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 PY

@@ -3,16 +3,17 @@
 # alternating, ROUNDS times (default 2): encoding throughput (`rag bench encode`, 1,000
 # distractor paragraphs at 6 and 3 layers), query latency (`rag bench query`, 300 questions,
 # dense), HotpotQA dense recall with int8 questions against the f32 19k index, and the int8
-# vectors' lowest cosine to the reference fixture (the golden test). Prints a summary; writes
-# eval/int8/. Run on a quiet machine.
-#   eval/int8_measure.sh            (INDEX=index/issue2-dot, built by eval/issue2_retrieval.sh)
+# vectors' lowest cosine to the reference fixture (the golden test). Writes each measurement under
+# eval/precision/ and prints the summary table. Run on a quiet machine.
+#   eval/precision/measure.sh | tee eval/precision/summary.md
+# INDEX=index/hotpot-19k-dot by default, the f32 index eval/retrieval/recall_latency.sh builds.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
 ROUNDS=${ROUNDS:-2}
-INDEX=${INDEX:-index/issue2-dot}
-OUT=eval/int8
-[ -d "$INDEX" ] || { echo "no index at $INDEX (eval/issue2_retrieval.sh builds it)" >&2; exit 1; }
+INDEX=${INDEX:-index/hotpot-19k-dot}
+OUT=eval/precision
+[ -d "$INDEX" ] || { echo "no index at $INDEX (eval/retrieval/recall_latency.sh builds it)" >&2; exit 1; }
 mkdir -p "$OUT"
 cargo build --release -q
 
@@ -25,7 +26,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 for precision in f32 int8; do
-  "$RAG_BIN" eval --index "$INDEX" --layers 3,6 --dims 64,384 --sweep --no-generate \
+  "$RAG_BIN" eval --index "$INDEX" --layers 3,6 --dims 64,384 --sweep --no-generate --mode dense --hops 1 \
     --precision "$precision" --runs-dir "$OUT/runs" --name "recall-$precision" --fresh \
     > /dev/null
 done

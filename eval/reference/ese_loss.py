@@ -1,5 +1,5 @@
-"""The AnglE / Espresso (ESE) training losses in plain PyTorch, as `rag train` (issue 4)
-implements them, for the PyTorch side of eval/issue4_train_speed.py.
+"""The AnglE / Espresso (ESE) training losses in plain PyTorch, as `rag train`
+implements them, for the PyTorch side of eval/training/train_speed.py.
 
 Why a copy rather than `import angle_emb`: angle_emb 0.6.0 pulls bitsandbytes, peft, datasets
 and a Trainer subclass at import time, none of which the loss needs. The four loss functions
@@ -9,7 +9,7 @@ AngleTrainer.compute_distillation_loss. eval/reference/make_loss_fixtures.py imp
 angle_emb code and asserts that every function here gives the same value, so this module is
 checked against the reference each time the fixture is written.
 
-Two places where issue 4 fixes what angle_emb leaves loose, on purpose:
+Two places where `rag train` fixes what angle_emb leaves loose, on purpose:
 - `pca_target` uses the exact SVD in float64 (angle_emb: torch.svd_lowrank, randomised) and
   sklearn's svd_flip sign convention on U, so the target is deterministic across calls.
 - `ese_loss` takes the pooled outputs of the transformer layers 1..n (not the embedding

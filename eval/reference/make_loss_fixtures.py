@@ -1,4 +1,4 @@
-"""Write tests/fixtures/loss_reference.json: expected values of the issue-4 training losses
+"""Write tests/fixtures/loss_reference.json: expected values of the `rag train` losses
 (AnglE on triplets and pairs, Align, the PCA target, the ESE total, the MRL sum) on small
 seeded random embeddings, for the Rust loss tests in src/train/.
 
@@ -15,7 +15,7 @@ real transformers). What is then run is angle_emb's code itself:
 - AngleTrainer.compute_distillation_loss for Align;
 - AngleESETrainer.compute_loss (and compute_student_loss, Pooler, get_pooling) for the ESE
   total, with one method overridden: pca_compress uses the exact float64 SVD with sklearn's
-  svd_flip on U instead of torch.svd_lowrank (issue 4 asks for a deterministic target).
+  svd_flip on U instead of torch.svd_lowrank (for a deterministic target).
   The pooled outputs [X_1, ..., X_n] of layers 1..n are fed as the "hidden states" (shape
   [rows, 1, d], pooling 'cls'), so the students are layers 1..n-1 with w_i = 1/(1+ln i).
 - MRL has no angle_emb counterpart: it is the sum of angle_emb's AngleLoss('C') over dims.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Corruption suite (issue 17): damage each file of a built index in four ways and see what
+"""Corruption suite: damage each file of a built index in four ways and see what
 `rag search`, `rag ask` and `rag serve` make of it.
 
 For every file of the pristine index (A) and every damage -- truncate to half, zero 4 KiB in

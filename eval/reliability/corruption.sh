@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17's corruption suite: two small indexes of the HotpotQA distractor sample (records
+# The corruption suite: two small indexes of the HotpotQA distractor sample (records
 # 1-40 and 41-80, about 400 paragraphs each, default MiniLM encoder, depths 3 and 6), then every
 # file of the first truncated, zeroed, bit-flipped and swapped with the second's, and search, ask
 # (with the 0.5B generator when present) and serve run on each. Writes corruption.{json,md} here.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17, case 1, as the issue reproduced it: a 30-record index served, searched at one depth,
+# An index rebuilt under a running server: a 30-record index served, searched at one depth,
 # rebuilt in place from 30 other records, searched at another depth; the server's hits must be
 # `rag search`'s on the new index, and /health must name the new generation.
 # Writes rebuild_under_serve.json here. WORK=/tmp/rag-rebuild by default.

@@ -4,7 +4,7 @@ the 503 that says no generator is loaded), a JSON body `{"error": {"message", "t
 response on every connection (none dropped), and afterwards a healthy server with no 5xx
 counted. Also drops a streaming /ask mid-answer when a generator is loaded. Standard library only.
 
-    eval/serve_bad_input.py --addr 127.0.0.1:8080      # exit status 1 if any check fails
+    eval/serving/bad_input.py --addr 127.0.0.1:8080      # exit status 1 if any check fails
 """
 
 import argparse
@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from serve_common import server_errors, wait_ready  # noqa: E402
+from common import server_errors, wait_ready  # noqa: E402
 
 
 def raw_request(addr, method, path, body=b"", timeout=30.0):
@@ -140,7 +140,7 @@ def disconnect_mid_stream(addr):
             if not chunk:
                 return "the stream ended before its first token"
             seen += chunk
-    from serve_common import metrics
+    from common import metrics
     time.sleep(1.0)
     before = metrics(addr).get("rag_tokens_generated_total", 0)
     time.sleep(2.0)
@@ -151,7 +151,7 @@ def disconnect_mid_stream(addr):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--addr", default="127.0.0.1:8080")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "serve", "bad_input.json"))
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "default", "bad_input.json"))
     args = p.parse_args()
     health = wait_ready(args.addr)
     results = []

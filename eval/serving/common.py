@@ -7,11 +7,11 @@ import os
 import time
 
 DEFAULT_QUESTIONS = os.path.join(
-    os.path.dirname(__file__), "..", "..", "shared", "data", "hotpotqa", "hotpot_dev_distractor_sample.json"
+    os.path.dirname(__file__), "..", "..", "..", "shared", "data", "hotpotqa", "hotpot_dev_distractor_sample.json"
 )
 
 DEFAULT_SENTENCES = os.path.join(
-    os.path.dirname(__file__), "..", "..", "shared", "data", "sts", "stsbenchmark", "sts-test.csv"
+    os.path.dirname(__file__), "..", "..", "..", "shared", "data", "sts", "stsbenchmark", "sts-test.csv"
 )
 
 

@@ -3,10 +3,10 @@
 counts, bounded in time and requests; or a soak of mixed requests that samples the server's
 memory. Standard library only; clients are threads with one keep-alive connection each.
 
-    eval/serve_load.py --addr 127.0.0.1:8080 --routes embeddings,search --concurrency 1,8,32 --duration 20
-    eval/serve_load.py --addr 127.0.0.1:8080 --soak 600 --pid $(pgrep -n rag) --concurrency 8
+    eval/serving/load.py --addr 127.0.0.1:8080 --routes embeddings,search --concurrency 1,8,32 --duration 20
+    eval/serving/load.py --addr 127.0.0.1:8080 --soak 600 --pid $(pgrep -n rag) --concurrency 8
 
-Writes eval/serve/load.json (or soak.json) unless --out says otherwise. The client shares the
+Writes eval/serving/default/load.json (or soak.json) unless --out says otherwise. The client shares the
 machine's cores with the server, so its own overhead is part of what is measured.
 """
 
@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from serve_common import DEFAULT_QUESTIONS, DEFAULT_SENTENCES, Client, questions, sentences, server_errors, wait_ready  # noqa: E402
+from common import DEFAULT_QUESTIONS, DEFAULT_SENTENCES, Client, questions, sentences, server_errors, wait_ready  # noqa: E402
 
 
 def payload(route, question, mode):
@@ -146,13 +146,13 @@ def main():
     p.add_argument("--mode", default="dense", help="retrieval mode for /search")
     p.add_argument("--questions", default=DEFAULT_QUESTIONS, help="HotpotQA file: /search and /ask questions")
     p.add_argument("--sentences", default=DEFAULT_SENTENCES,
-                   help="STS-B csv: /v1/embeddings inputs (single short sentences, as the issue asks); "
+                   help="STS-B csv: /v1/embeddings inputs (single short sentences); "
                         "'questions' sends the questions instead")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--soak", type=float, help="seconds of mixed requests (all --routes) instead")
     p.add_argument("--pid", type=int, help="server process id, for memory samples in a soak")
     p.add_argument("--sample-every", type=float, default=5.0)
-    p.add_argument("--out", help="report file (default eval/serve/load.json or soak.json)")
+    p.add_argument("--out", help="report file (default eval/serving/default/load.json or soak.json)")
     args = p.parse_args()
 
     health = wait_ready(args.addr)
@@ -161,7 +161,7 @@ def main():
     asked = questions(args.questions)
     embedded = asked if args.sentences == "questions" else sentences(args.sentences)
     texts = {"embeddings": embedded, "search": asked, "ask": asked}
-    out = args.out or os.path.join(os.path.dirname(__file__), "serve", "soak.json" if args.soak else "load.json")
+    out = args.out or os.path.join(os.path.dirname(__file__), "default", "soak.json" if args.soak else "load.json")
     if args.soak:
         if not args.pid:
             raise SystemExit("--soak needs --pid of the server to sample its memory")

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Issue 4, STS: Spearman per layer x size of trained encoders (STS12-16, STS-B, SICK-R), the
-# numbers eval/issue4_report.py compares across modes.
-#   eval/issue4_sts.sh NAME...      (models under data/trained/NAME)
-# Writes eval/issue4/sts/NAME/; for raw-nli also eval/issue4/sts/raw-nli-pca/ (post-hoc PCA
+# STS: Spearman per layer x size of trained encoders (STS12-16, STS-B, SICK-R), the numbers
+# eval/training/report.py compares across modes.
+#   eval/training/sts.sh NAME...      (models under data/trained/NAME)
+# Writes eval/training/sts/NAME/; for raw-nli also eval/training/sts/raw-nli-pca/ (post-hoc PCA
 # beside truncation, the no-training baseline to ESE's first-k dimensions).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
-OUT=eval/issue4/sts
+OUT=eval/training/sts
 for name in "$@"; do
   model=data/trained/$name
   [ -f "$model/ese.json" ] || { echo "$model is not a trained model" >&2; exit 1; }

@@ -1,29 +1,29 @@
 #!/usr/bin/env bash
-# Issue 4: trains the default MiniLM with every objective on the same data, seed and steps
-# (NLI triplets, one epoch); eval/issue4_sts.sh and eval/issue4_hotpot.sh evaluate the models.
+# Trains the default MiniLM with every objective on the same data, seed and steps (NLI
+# triplets, one epoch); eval/training/sts.sh and eval/training/hotpot.sh evaluate the models.
 # Resumable: a finished model is skipped, an interrupted one resumes from its checkpoint.
 #
-#   eval/issue4_train.sh [MODE...]     (default: ese raw mrl pooler 2dmse)
+#   eval/training/train.sh [MODE...]     (default: ese raw mrl pooler 2dmse)
 #
-# ese-sw2 is ESE on the same data with --shallow-weight 2 (the shallow layers' terms doubled).
+# ese-sw2 is ESE on the same data with --shallow-weight 2 (the shallow layers' terms doubled);
+# pooler32 the pooler at 32 dimensions.
 #
-# Also the HotpotQA recipe experiments (200 steps each, NLI plus corpus pairs, k = 64):
-#   ese-pairs-c64 (the pairs of --pairs-from-corpus), ese-pairs-c64-lr3e4 (learning rate 3e-4),
-#   ese-pairs-c64-sw5 (--shallow-weight 5): these three were measured when the pairs' positive
-#   was the bare rest of the paragraph; ese-titled-c64 (the positive carries the title, as
-#   --pairs-from-corpus now makes it), ese-titled-c64-sw5-600 (titled, --shallow-weight 5, 600
-#   steps), ese-titled-c64-distill (titled, --shallow-weight 5, --distill-weight 2: the base
-#   model's full-depth similarities distilled into every trained layer, 300 steps),
+# Also the HotpotQA recipe experiments (NLI plus the titled pairs of --pairs-from-corpus from
+# both HotpotQA files, k = 64): ese-titled-c64 (200 steps), ese-titled-c64-sw5-600
+#   (--shallow-weight 5, 600 steps), ese-titled-c64-distill (--shallow-weight 5,
+#   --distill-weight 2: the base model's full-depth similarities distilled into every trained
+#   layer, 300 steps),
 #   ese-titled-c64-distill10 (the same with --distill-weight 10), ese-titled-c64-embed
 #   (ese-titled-c64-distill plus --embedding-distill-weight 20: the base model's full-depth
 #   embeddings themselves distilled into every trained layer), ese-titled-c64-embed-500 (the
 #   same, 500 steps at learning rate 1e-4) and ese-titled-c64-embed-600 (600 steps at 2e-4).
 #
-# Models go to data/trained/<mode>-nli/, reports to eval/issue4/.
+# Models go to data/trained/<mode>-nli/ (the experiments to data/trained/<name>/), reports to
+# eval/training/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 RAG=${RAG:-${CARGO_TARGET_DIR:-target}/release/rag}
-OUT=eval/issue4
+OUT=eval/training
 mkdir -p "$OUT" data/trained
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(ese raw mrl pooler 2dmse)
@@ -48,10 +48,6 @@ for mode in "${modes[@]}"; do
     case $mode in
         pooler) train pooler64-nli --mode pooler --pooler-dim 64 ;;
         pooler32) train pooler32-nli --mode pooler --pooler-dim 32 ;;
-        ese-pairs) train ese-nli-pairs "${pairs[@]}" --max-corpus-pairs "${PAIRS_LIMIT:-3000}" ;;
-        ese-pairs-c64) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 ;;
-        ese-pairs-c64-lr3e4) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 --lr 3e-4 ;;
-        ese-pairs-c64-sw5) train "$mode" "${pairs[@]}" --compression-size 64 --max-steps 200 --shallow-weight 5 ;;
         ese-titled-c64) train "$mode" "${titled[@]}" --max-steps 200 ;;
         ese-titled-c64-sw5-600) train "$mode" "${titled[@]}" --max-steps 600 --shallow-weight 5 ;;
         ese-titled-c64-distill) train "$mode" "${titled[@]}" --max-steps 300 --shallow-weight 5 --distill-weight 2 ;;

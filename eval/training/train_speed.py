@@ -1,9 +1,9 @@
 """Issue 4, training speed: `rag train` (Rust, candle) and an equivalent PyTorch training step,
 side by side, one after the other (never concurrently: the machine has 2 cores), on the same
 data and batch shape; reports seconds per step, examples (triplets) per second and the
-Rust / PyTorch ratio (the issue asks for at least 0.7x).
+Rust / PyTorch ratio (target: at least 0.7x).
 
-    eval/issue4_train_speed.sh [--mode ese,raw] [--steps 20] [--rag-bin PATH] ...
+    eval/training/train_speed.sh [--mode ese,raw] [--steps 20] [--rag-bin PATH] ...
 
 PyTorch side: Hugging Face BertModel from the local checkpoint (no pooler head, as the Rust
 encoder), train mode (dropout on), torch.set_num_threads(2), AdamW (lr 5e-5, torch's default
@@ -25,7 +25,7 @@ Rust side: `RAG_BIN train --mode MODE --model MODEL --data nli --data-dir DATA -
 object with at least examples_per_second, steps and seconds (what it times is up to `rag`). If
 the binary or its `train` subcommand is missing, only the PyTorch side is reported.
 
-Writes eval/issue4/train_speed.json and train_speed.md (--out-dir) and prints the table.
+Writes eval/training/train_speed.json and train_speed.md (--out-dir) and prints the table.
 """
 
 import argparse
@@ -47,13 +47,13 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "eval" / "reference"))
 
 DEFAULT_MODEL = REPO_ROOT / "data" / "models" / "all-MiniLM-L6-v2"
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data"
 MODES = ("ese", "raw", "mrl")
-RUST_DEFAULT_COMPRESSION = 128  # `rag train --compression-size` default (issue 4)
+RUST_DEFAULT_COMPRESSION = 128  # `rag train --compression-size` default
 
 
 # ---- data -------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def write_report(args, report):
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "train_speed.json").write_text(json.dumps(report, indent=1) + "\n")
     torch_runs = [r for r in report["runs"] if r["framework"] == "pytorch"]
-    md = ["# Training speed, `rag train` vs PyTorch (issue 4)", "",
+    md = ["# Training speed, `rag train` vs PyTorch", "",
           f"{report['date']}, {report['machine']}; {args.batch_size} NLI triplets "
           f"({3 * args.batch_size} sequences) per step, max length {args.max_len}, "
           f"{args.threads} threads, AdamW lr {args.lr}, seed {args.seed}"
@@ -317,7 +317,7 @@ def parse_args(argv=None):
                         help="the rag binary (default $CARGO_TARGET_DIR/release/rag)")
     parser.add_argument("--skip-rust", action="store_true")
     parser.add_argument("--skip-torch", action="store_true")
-    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "eval" / "issue4")
+    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "eval" / "training")
     args = parser.parse_args(argv)
     args.modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     for m in args.modes:
