@@ -1,4 +1,4 @@
-"""Issue 4, training speed: `rag train` (Rust, candle) and an equivalent PyTorch training step,
+"""Training speed: `rag train` (Rust, candle) and an equivalent PyTorch training step,
 side by side, one after the other (never concurrently: the machine has 2 cores), on the same
 data and batch shape; reports seconds per step, examples (triplets) per second and the
 Rust / PyTorch ratio (target: at least 0.7x).
