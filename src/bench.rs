@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::corpus::{self, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions, Precision};
+use crate::progress::ms_since;
 use crate::retrieve::{Mode, Retriever, SearchRequest, Strategy};
-use crate::util::ms_since;
 
 #[derive(Debug, Clone)]
 pub struct EncodeBenchOptions {
@@ -85,7 +85,7 @@ pub fn encode_throughput(options: &EncodeBenchOptions) -> Result<EncodeBench> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(EncodeBench {
-        model: crate::index::manifest::model_name(&options.model_dir),
+        model: crate::files::model_name(&options.model_dir),
         batch_size: encoder.batch_size,
         max_length: encoder.max_length,
         threads: rayon::current_num_threads(),

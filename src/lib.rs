@@ -4,20 +4,24 @@
 //! depth, truncated to a chosen size) -> [`index`] (faiss, tantivy, document store) ->
 //! [`retrieve`] (dense, BM25, their fusions, one hop or two) -> [`generate`] (a GGUF model
 //! through llama.cpp) -> [`ask`] (the pipeline from a question to an answer: retrieval, the
-//! sentences the generator reads, the prompt, generation) -> [`eval`] (recall, exact match). [`cli`] parses flags and calls into these; [`bench`]
-//! measures them.
+//! sentences the generator reads, the prompt, generation) -> [`eval`] (recall and exact match
+//! on HotpotQA; STS). [`train`] writes the encoders [`encoder`] loads; [`bench`] measures.
+//! Shared by all: [`files`] (checksums, crash-safe writes), [`progress`], [`rng`], [`runtime`]
+//! (allocator and BLAS set-up) and [`vectors`]. The `rag` binary's flags live in `src/cli/`,
+//! outside the library, which builds without clap when the `cli` feature is off.
 
 pub mod ask;
 pub mod bench;
-pub mod cli;
 pub mod corpus;
 pub mod encoder;
 pub mod eval;
+pub mod files;
 pub mod generate;
 pub mod index;
 pub mod progress;
 pub mod retrieve;
+pub mod rng;
+pub mod runtime;
 pub mod serve;
 pub mod train;
-pub mod util;
 pub mod vectors;

@@ -66,3 +66,8 @@ impl Progress {
         }
     }
 }
+
+/// Milliseconds elapsed since `start`: the unit every timing in rag's output is reported in.
+pub fn ms_since(start: std::time::Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}

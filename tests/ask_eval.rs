@@ -11,7 +11,7 @@ use rag::ask::{AskSettings, Pipeline};
 use rag::corpus::{read_questions, Paragraph};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
-use rag::eval::run::{self, Cell, RunConfig, RunOptions};
+use rag::eval::hotpot::{self, Cell, RunConfig, RunOptions};
 use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
 use rag::progress::ProgressMode;
@@ -65,14 +65,17 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
 
     // No index yet: one is built with both depths, then found again, also for a subset.
     let options = build_options(&model, &corpus, &base);
-    let dir = rag::eval::index_with_depths(&options, &[1, 3]).unwrap();
+    let dir = rag::eval::hotpot::index_with_depths(&options, &[1, 3]).unwrap();
     assert_ne!(dir, base);
     assert!(dir
         .file_name()
         .unwrap()
         .to_string_lossy()
         .starts_with("eval-L1-3-"));
-    assert_eq!(rag::eval::index_with_depths(&options, &[3]).unwrap(), dir);
+    assert_eq!(
+        rag::eval::hotpot::index_with_depths(&options, &[3]).unwrap(),
+        dir
+    );
 
     let retriever = Retriever::open(&dir, None, Precision::F32).unwrap();
     let questions = read_questions(&corpus, usize::MAX).unwrap();
@@ -98,7 +101,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         fresh,
         progress: ProgressMode::Quiet,
     };
-    let summary = run::run(&options(&config, false)).unwrap();
+    let summary = hotpot::run(&options(&config, false)).unwrap();
     assert_eq!(summary.cells.len(), 3);
     // BM25 finds "fact n" for "What does fact n concern?" first.
     assert_eq!(summary.cells[0].recall[&1], 1.0);
@@ -115,18 +118,18 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
 
     // A crash mid-write: keep 20 whole lines and half of the next. The rerun drops the
     // half line and makes exactly the missing predictions.
-    let predictions = run_dir.join(run::PREDICTIONS_FILE);
+    let predictions = run_dir.join(hotpot::PREDICTIONS_FILE);
     let text = std::fs::read_to_string(&predictions).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 36);
     let cut = format!("{}\n{}", lines[..20].join("\n"), &lines[20][..10]);
     std::fs::write(&predictions, cut).unwrap();
-    let resumed = run::run(&options(&config, false)).unwrap();
+    let resumed = hotpot::run(&options(&config, false)).unwrap();
     assert!(
         resumed.seconds >= summary.seconds,
         "a resumed run reports the time of every session"
     );
-    let again = run::read_predictions(&predictions).unwrap();
+    let again = hotpot::read_predictions(&predictions).unwrap();
     assert_eq!(again.len(), 36);
     let mut keys: Vec<(String, Cell)> = again.iter().map(|p| (p.id.clone(), p.cell)).collect();
     keys.sort_by_key(|(id, c)| (id.clone(), c.layers, c.dim));
@@ -136,17 +139,20 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
     // Other settings in the same directory are refused unless --fresh.
     let mut other = config.clone();
     other.top_k = 3;
-    let err = run::run(&options(&other, false)).err().unwrap().to_string();
+    let err = hotpot::run(&options(&other, false))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("other settings"), "{err}");
-    run::run(&options(&other, true)).unwrap();
-    assert_eq!(run::read_predictions(&predictions).unwrap().len(), 36);
+    hotpot::run(&options(&other, true)).unwrap();
+    assert_eq!(hotpot::read_predictions(&predictions).unwrap().len(), 36);
 
     // Dense cells share one encoding of the questions at every depth; each must rank as a
     // question encoded on its own at that depth does.
     let mut dense = config.clone();
     dense.mode = Mode::Dense;
-    run::run(&options(&dense, true)).unwrap();
-    for prediction in run::read_predictions(&predictions).unwrap() {
+    hotpot::run(&options(&dense, true)).unwrap();
+    for prediction in hotpot::read_predictions(&predictions).unwrap() {
         let (layers, dim) = (
             prediction.cell.layers.unwrap(),
             prediction.cell.dim.unwrap(),

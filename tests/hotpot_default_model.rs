@@ -7,7 +7,7 @@ mod common;
 use rag::ask::DEFAULT_STRATEGY;
 use rag::corpus::read_questions;
 use rag::encoder::{EncoderOptions, Precision};
-use rag::eval::run::{self, Cell, RunOptions};
+use rag::eval::hotpot::{self, Cell, RunOptions};
 use rag::index::{self, BuildOptions};
 use rag::progress::ProgressMode;
 use rag::retrieve::{Mode, Retriever, Strategy};
@@ -57,7 +57,7 @@ fn real_model_retrieves_supporting_paragraphs() {
     ];
     // A retrieval-only run in `tmp/<dir>`.
     let retrieval_run = |dir: &str, cells: Vec<Cell>, strategy: Strategy| {
-        run::run(&RunOptions {
+        hotpot::run(&RunOptions {
             dir: tmp.path().join(dir),
             config: common::retrieval_config(&subset, questions.len(), cells, strategy, &index_dir),
             questions: &questions,
@@ -78,7 +78,7 @@ fn real_model_retrieves_supporting_paragraphs() {
     // (fusion, two hops) must find both for more of them than one-hop dense does, including at
     // least one that dense misses.
     let both = |dir: &str| {
-        run::read_predictions(&tmp.path().join(dir).join("predictions.jsonl"))
+        hotpot::read_predictions(&tmp.path().join(dir).join("predictions.jsonl"))
             .unwrap()
             .into_iter()
             .filter(|p| p.cell == Cell::retrieval(6, 384))

@@ -536,7 +536,15 @@ fn measure_default_models() {
         count,
     )
     .unwrap();
-    let server = Server::start(&["--index", &index_dir, "--llm", llm.to_str().unwrap()]);
+    // The committed sweep, so that the screenshot shows its heatmap.
+    let server = Server::start(&[
+        "--index",
+        &index_dir,
+        "--llm",
+        llm.to_str().unwrap(),
+        "--runs",
+        "eval/retrieval/runs",
+    ]);
     let health = server.get("/health").json();
     let assets: Vec<(&str, usize)> = ["/", "/static/app.js", "/static/style.css"]
         .into_iter()

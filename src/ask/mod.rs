@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
 use crate::generate::{Generation, Generator, PromptSpec};
+use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
-use crate::util::ms_since;
 use context::{Scored, SentenceWeights};
 
 /// Token budget of the selected sentences unless `--context-tokens` says otherwise (chosen on

@@ -195,7 +195,7 @@ impl CorpusFile {
             .len();
         Ok(Self {
             path: path.to_path_buf(),
-            sha256: crate::util::sha256_file(path)?,
+            sha256: crate::files::sha256_file(path)?,
             bytes,
         })
     }

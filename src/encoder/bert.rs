@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::gemm::{self, PackedLinear};
 use super::kernels;
 use super::Precision;
-use crate::util::Rng;
+use crate::rng::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "snake_case")]

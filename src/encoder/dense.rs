@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
 
-use crate::util;
+use crate::files;
 
 pub const TANH: &str = "torch.nn.modules.activation.Tanh";
 pub const IDENTITY: &str = "torch.nn.modules.linear.Identity";
@@ -51,7 +51,7 @@ pub fn find(model_dir: &Path) -> Result<Option<PathBuf>> {
     if !modules.exists() {
         return Ok(None);
     }
-    let entries: Vec<ModuleEntry> = util::read_json(&modules)?;
+    let entries: Vec<ModuleEntry> = files::read_json(&modules)?;
     Ok(entries
         .into_iter()
         .find(|m| m.kind.ends_with(".Dense"))
@@ -84,7 +84,7 @@ impl DenseHead {
 
     /// Reads a saved `N_Dense/` directory.
     pub fn read(dir: &Path, device: &Device) -> Result<Self> {
-        let config: DenseConfig = util::read_json(&dir.join("config.json"))?;
+        let config: DenseConfig = files::read_json(&dir.join("config.json"))?;
         let weights = dir.join("model.safetensors");
         if !weights.exists() {
             bail!(

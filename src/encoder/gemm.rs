@@ -707,7 +707,7 @@ mod tests {
     use candle_core::Device;
 
     fn random(shape: (usize, usize), seed: u64) -> Tensor {
-        let mut rng = crate::util::Rng::new(seed);
+        let mut rng = crate::rng::Rng::new(seed);
         let data: Vec<f32> = (0..shape.0 * shape.1)
             .map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0)
             .collect();

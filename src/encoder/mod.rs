@@ -21,7 +21,7 @@ pub use bert::{BertModel, Config};
 pub use dense::DenseHead;
 pub use pooling::Pooling;
 
-use crate::util;
+use crate::files;
 use crate::vectors::Matrix;
 
 /// Choices that override what the checkpoint itself declares.
@@ -98,7 +98,7 @@ struct SentenceTransformersConfig {
 
 fn read_optional_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
     if path.exists() {
-        util::read_json(path)
+        files::read_json(path)
     } else {
         Ok(T::default())
     }
@@ -120,7 +120,7 @@ pub fn weights_file(model_dir: &Path) -> Result<PathBuf> {
 
 /// A checkpoint's `config.json`, checked to describe a BERT-style encoder.
 pub fn read_config(model_dir: &Path) -> Result<Config> {
-    let config: Config = util::read_json(&model_dir.join("config.json"))?;
+    let config: Config = files::read_json(&model_dir.join("config.json"))?;
     if let Some(kind) = config.model_type.as_deref() {
         if !["bert", "roberta", "xlm-roberta"].contains(&kind) && !kind.contains("bert") {
             bail!(
@@ -150,9 +150,9 @@ pub fn load_tokenizer(model_dir: &Path, max_length: usize) -> Result<Tokenizer> 
 
 impl Encoder {
     pub fn load(model_dir: &Path, options: &EncoderOptions) -> Result<Self> {
-        // `rag train` installs a model with two renames; one cut off between them left the
-        // previous model as `<dir>.old`.
-        util::recover_interrupted_install(model_dir)?;
+        // Model directories are installed whole (`files::install_dir`, as `rag train` writes
+        // them); one cut off between its two renames left the previous model as `<dir>.old`.
+        files::recover_interrupted_install(model_dir)?;
         if !model_dir.is_dir() {
             bail!(
                 "model directory {} does not exist (run scripts/fetch-models.sh encoder, or pass --model DIR)",
@@ -580,7 +580,7 @@ mod tests {
     #[test]
     fn prepared_inference_matches_the_composite_path_training_uses() {
         let (dir, encoder) = tiny(Pooling::Mean);
-        let config: Config = util::read_json(&dir.path().join("config.json")).unwrap();
+        let config: Config = files::read_json(&dir.path().join("config.json")).unwrap();
         let weights = [dir.path().join("model.safetensors")];
         // SAFETY: the test's own file, not written while mapped.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weights, DType::F32, &Device::Cpu) }

@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Pooling {
     /// The state of the first ([CLS]) token: BERT's and the ESE paper's choice.

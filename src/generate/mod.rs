@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::util::ms_since;
+use crate::progress::ms_since;
 use anyhow::{anyhow, bail, Context, Result};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -159,7 +159,7 @@ impl Generator {
         Ok(Self {
             loaded: Loaded::new(model, |_| Mutex::new(None)),
             template,
-            name: crate::index::manifest::model_name(path),
+            name: crate::files::model_name(path),
             path: path.to_path_buf(),
             options: options.clone(),
             ctx_size,

@@ -24,7 +24,8 @@ Output:";
 /// FlashRAG's system instruction; the documents follow it.
 pub const CHAT_INSTRUCTION: &str = "Answer the question based on the given document. Only give me the answer and do not output any other words.\nThe following are given documents.\n\n";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum PromptStyle {
     /// The paper's Table 4 text as one user turn.

@@ -26,8 +26,8 @@ use super::manifest::{Reduction, REDUCED_FORMAT_VERSION};
 use super::{bm25, create_dir, dense_file, pca_file, DenseIndex, Pca, PcaSpec};
 use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
+use crate::files;
 use crate::progress::{Progress, ProgressMode};
-use crate::util;
 use crate::vectors::Matrix;
 
 pub const DEFAULT_CHUNK_SIZE: usize = 2048;
@@ -98,7 +98,7 @@ struct Checkpoint {
 
 /// `index/default` -> `index/default.building`.
 pub fn building_dir(index_dir: &Path) -> PathBuf {
-    util::sibling(index_dir, "building")
+    files::sibling(index_dir, "building")
 }
 
 fn vectors_file(dir: &Path, depth: usize) -> PathBuf {
@@ -240,7 +240,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     // The raw vectors live on inside the faiss files; the checkpoint is no longer needed.
     std::fs::remove_dir_all(work.join(VECTORS_DIR)).context("removing raw vectors")?;
     std::fs::remove_file(work.join(PROGRESS_FILE)).context("removing progress file")?;
-    util::install_dir(&work, &options.index_dir)?;
+    files::install_dir(&work, &options.index_dir)?;
 
     Ok(BuildSummary {
         index_dir: options.index_dir.clone(),
@@ -266,7 +266,7 @@ fn current_manifest(
     dim: usize,
     reduce: Option<PcaSpec>,
 ) -> Option<Manifest> {
-    util::recover_interrupted_install(index_dir).ok()?;
+    files::recover_interrupted_install(index_dir).ok()?;
     let manifest = Manifest::read(index_dir).ok()?;
     let same = manifest.model == plan.model
         && manifest.layers == plan.layers
@@ -280,7 +280,7 @@ fn current_manifest(
 fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> {
     let progress_path = work.join(PROGRESS_FILE);
     if !fresh && progress_path.exists() {
-        if let Ok(checkpoint) = util::read_json::<Checkpoint>(&progress_path) {
+        if let Ok(checkpoint) = files::read_json::<Checkpoint>(&progress_path) {
             if &checkpoint.plan == plan {
                 return Ok(checkpoint);
             }
@@ -296,7 +296,7 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> 
         docstore: DocStoreMark::default(),
         encoded: None,
     };
-    util::write_json_atomic(&progress_path, &checkpoint)?;
+    files::write_json_atomic(&progress_path, &checkpoint)?;
     Ok(checkpoint)
 }
 
@@ -359,7 +359,7 @@ fn encode_corpus(
             file.get_ref().sync_data()?;
         }
         checkpoint.docstore = docs.sync()?;
-        util::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
+        files::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
 
         encoded += chunk.len() as u64;
         bar.update(stream.bytes_read(), || {
@@ -373,7 +373,7 @@ fn encode_corpus(
     bar.finish();
     let counts = CorpusCounts::from(stream.stats().context("corpus stream ended early")?);
     checkpoint.encoded = Some(counts.clone());
-    util::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
+    files::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
     Ok((checkpoint, counts))
 }
 

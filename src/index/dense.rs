@@ -156,7 +156,7 @@ fn batched_faiss_searches() {
     ONCE.call_once(|| {
         // SAFETY: sets a plain global int that faiss reads at the start of each search.
         unsafe { faiss_sys::faiss_set_distance_compute_blas_threshold(BLAS_MIN_QUESTIONS) };
-        crate::util::single_threaded_blas();
+        crate::runtime::single_threaded_blas();
     });
 }
 
@@ -215,7 +215,7 @@ mod tests {
     #[test]
     fn split_searches_match_an_exact_scan_for_any_number_of_questions() {
         let (rows, dim, k) = (3 * MIN_SPLIT_ROWS + 17, 8, 10);
-        let mut rng = crate::util::Rng::new(5);
+        let mut rng = crate::rng::Rng::new(5);
         let data = (0..rows * dim)
             .map(|_| (rng.next_u64() % 1000) as f32 / 500.0 - 1.0)
             .collect();

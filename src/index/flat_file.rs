@@ -143,7 +143,7 @@ mod tests {
 
         let (loaded, sha) = FlatFile::open(&path, 3, 2).unwrap().load().unwrap();
         assert_eq!(loaded.vectors(), &m.data[..]);
-        assert_eq!(sha, crate::util::sha256_file(&path).unwrap());
+        assert_eq!(sha, crate::files::sha256_file(&path).unwrap());
 
         for (count, dim, says) in [(4, 2, "holds 3 vectors"), (3, 4, "of 2 dimensions")] {
             let err = FlatFile::open(&path, count, dim).err().unwrap().to_string();

@@ -44,7 +44,7 @@ pub fn record_files(dir: &Path, skip: &[&str]) -> Result<BTreeMap<String, FileRe
                 let full = dir.join(&path);
                 let record = FileRecord {
                     bytes: entry.metadata()?.len(),
-                    sha256: crate::util::sha256_file(&full)?,
+                    sha256: crate::files::sha256_file(&full)?,
                 };
                 files.insert(key(&path), record);
             }
@@ -96,7 +96,7 @@ pub fn check_recorded(dir: &Path, manifest: &Manifest, hashed: &[&str]) -> Resul
             ));
         }
         if hashed.iter().any(|h| relative.starts_with(h)) {
-            check_sha(&path, record, &crate::util::sha256_file(&path)?)?;
+            check_sha(&path, record, &crate::files::sha256_file(&path)?)?;
         }
     }
     Ok(())

@@ -40,9 +40,9 @@ impl ModelIdentity {
     pub fn of(encoder: &Encoder) -> Result<Self> {
         let weights = encoder.weights_path();
         Ok(Self {
-            name: model_name(&encoder.model_dir),
+            name: crate::files::model_name(&encoder.model_dir),
             path: encoder.model_dir.clone(),
-            weights_sha256: crate::util::sha256_file(weights)?,
+            weights_sha256: crate::files::sha256_file(weights)?,
             weights_bytes: std::fs::metadata(weights)?.len(),
             hidden_size: encoder.hidden_size(),
             num_layers: encoder.config().num_hidden_layers,
@@ -60,7 +60,7 @@ impl ModelIdentity {
         let bytes = std::fs::metadata(weights)
             .with_context(|| format!("reading {}", weights.display()))?
             .len();
-        if bytes != self.weights_bytes || crate::util::sha256_file(weights)? != self.weights_sha256
+        if bytes != self.weights_bytes || crate::files::sha256_file(weights)? != self.weights_sha256
         {
             bail!(
                 "model {} does not match the index, which was built with {} (sha256 {}); rebuild the index or pass that model",
@@ -80,12 +80,6 @@ impl ModelIdentity {
         }
         Ok(())
     }
-}
-
-pub fn model_name(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| dir.display().to_string())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,7 +178,7 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).with_context(|| {
-            let old = crate::util::sibling(dir, "old");
+            let old = crate::files::sibling(dir, "old");
             if old.join(MANIFEST_FILE).exists() {
                 format!(
                     "no index at {}, but {} holds the previous one (a build was cut off while installing the new one); re-run `rag index` to finish",
@@ -212,7 +206,7 @@ impl Manifest {
     }
 
     pub fn write(&self, dir: &Path) -> Result<()> {
-        crate::util::write_json_atomic(&dir.join(MANIFEST_FILE), self)
+        crate::files::write_json_atomic(&dir.join(MANIFEST_FILE), self)
     }
 
     /// The generation id: the digest of the files (an index from before checksums is named by

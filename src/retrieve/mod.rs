@@ -15,7 +15,7 @@ use crate::corpus::Paragraph;
 use crate::encoder::{Encoder, EncoderOptions, Precision};
 use crate::index::manifest::Asker;
 use crate::index::Index;
-use crate::util::ms_since;
+use crate::progress::ms_since;
 use crate::vectors::Matrix;
 
 /// Questions longer than this are refused rather than silently truncated by the tokenizer.
@@ -24,19 +24,9 @@ pub const MAX_QUESTION_BYTES: usize = 4096;
 const CANDIDATES: usize = 50;
 
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-    Default,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
 )]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     #[default]
@@ -46,6 +36,11 @@ pub enum Mode {
     Hybrid,
     /// Convex combination of dense and BM25 scores, each scaled to [0, 1].
     Fusion,
+}
+
+impl Mode {
+    /// Every mode, in the order they are listed to people.
+    pub const ALL: [Mode; 4] = [Mode::Dense, Mode::Bm25, Mode::Hybrid, Mode::Fusion];
 }
 
 impl std::fmt::Display for Mode {

@@ -24,8 +24,8 @@ use tokio::sync::oneshot;
 
 use super::error::ApiError;
 use super::metrics::Metrics;
+use crate::progress::ms_since;
 use crate::retrieve::{Retriever, SearchResponse, SearchTimings, Strategy};
-use crate::util::ms_since;
 use crate::vectors::Matrix;
 
 #[derive(Debug, Clone)]

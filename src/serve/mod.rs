@@ -20,6 +20,7 @@ mod routes;
 mod web;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -242,6 +243,31 @@ where
         }
     }
     Ok(())
+}
+
+/// Listens on `addr` and serves until Ctrl-C or SIGTERM, on a runtime of its own (see
+/// [`serve`] for `load`); warns when `addr` is reachable from other machines.
+pub fn run<L>(addr: SocketAddr, config: ServeConfig, load: L) -> Result<()>
+where
+    L: FnOnce() -> Result<Models> + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        if !addr.ip().is_loopback() {
+            eprintln!("warning: listening on {addr}, reachable from other machines");
+        }
+        eprintln!(
+            "listening on http://{} (loading models)",
+            listener.local_addr()?
+        );
+        serve(listener, config, load, shutdown_signal()).await
+    })
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -13,7 +13,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use clap::ValueEnum;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -27,8 +26,8 @@ use super::AppState;
 use crate::ask::AskSettings;
 use crate::encoder::Encoder;
 use crate::index::manifest::Asker;
+use crate::progress::ms_since;
 use crate::retrieve::{validate_question, Mode, SearchRequest, SearchResponse, Strategy};
-use crate::util::ms_since;
 
 type App = State<Arc<AppState>>;
 
@@ -375,7 +374,7 @@ async fn embeddings(
     Ok(Json(json!({
         "object": "list",
         "data": data,
-        "model": crate::index::manifest::model_name(&encoder.model_dir),
+        "model": crate::files::model_name(&encoder.model_dir),
         "layers": depth,
         "dimensions": dim,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
@@ -393,7 +392,7 @@ async fn health(State(app): App) -> Response {
         "status": "ready",
         "models": {
             "encoder": {
-                "name": crate::index::manifest::model_name(&retriever.encoder.model_dir),
+                "name": crate::files::model_name(&retriever.encoder.model_dir),
                 "path": retriever.encoder.model_dir,
                 "layers": retriever.encoder.depth(),
                 "hidden_size": retriever.encoder.hidden_size(),
@@ -412,7 +411,7 @@ async fn health(State(app): App) -> Response {
             "stored_dim": manifest.stored_dim,
             "dims": manifest.offered_dims(),
         },
-        "modes": Mode::value_variants().iter().map(Mode::to_string).collect::<Vec<_>>(),
+        "modes": Mode::ALL.iter().map(Mode::to_string).collect::<Vec<_>>(),
         // What /ask does with the fields a request leaves out.
         "ask": {
             "mode": app.config.ask.strategy.mode,

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::{for_each_record, ParagraphText};
-use crate::util::Rng;
+use crate::rng::Rng;
 
 /// One training example. Examples of one kind are batched together, since each kind has its own
 /// loss layout (angle_emb's formats C, B and A).

@@ -577,7 +577,7 @@ mod tests {
 
     #[test]
     fn ese_distils_every_trained_layer_at_its_trained_size() {
-        let mut rng = crate::util::Rng::new(9);
+        let mut rng = crate::rng::Rng::new(9);
         let mut random = |rows: usize, cols: usize| {
             let values: Vec<f32> = (0..rows * cols)
                 .map(|_| rng.below(2001) as f32 / 1000.0 - 1.0)
@@ -739,7 +739,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/loss_reference.json"
         );
-        let fixture: Fixture = crate::util::read_json(std::path::Path::new(path)).unwrap();
+        let fixture: Fixture = crate::files::read_json(std::path::Path::new(path)).unwrap();
         let angle = AngleLoss::default();
         for (i, case) in fixture.angle_triplet.iter().enumerate() {
             let q = candle_core::Var::from_tensor(&rows(&case.query)).unwrap();

@@ -23,8 +23,9 @@ use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::encoder::{Encoder, EncoderOptions, Pooling};
+use crate::files;
 use crate::progress::{Progress, ProgressMode};
-use crate::util::{self, Rng};
+use crate::rng::Rng;
 use data::{Example, Source};
 use loss::{layer_weight, matryoshka_dims, Layout, Mode, Objective, Sample};
 use model::{HeadSetup, TrainableModel};
@@ -282,7 +283,7 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
         }
         data.push(DataRecord {
             source: source.clone(),
-            sha256: util::sha256_file(source.path())?,
+            sha256: files::sha256_file(source.path())?,
             examples: read.len(),
         });
         examples.extend(read);
@@ -304,7 +305,9 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
     let depth = model.depth();
     let record = RunRecord {
         base_model: options.model_dir.display().to_string(),
-        base_weights_sha256: util::sha256_file(&crate::encoder::weights_file(&options.model_dir)?)?,
+        base_weights_sha256: files::sha256_file(&crate::encoder::weights_file(
+            &options.model_dir,
+        )?)?,
         objective: objective.clone(),
         pooling: model.pooling,
         pooler_dim: model
@@ -563,7 +566,7 @@ pub fn append_to_model_card(model_dir: &Path, section: &str) -> Result<()> {
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     card.push('\n');
     card.push_str(section);
-    util::write_atomic(&path, card.as_bytes())
+    files::write_atomic(&path, card.as_bytes())
 }
 
 #[cfg(test)]
@@ -641,10 +644,10 @@ mod tests {
         TinyBert::default().write(&model_dir).unwrap();
         if !dropout {
             let path = model_dir.join("config.json");
-            let mut config: serde_json::Value = util::read_json(&path).unwrap();
+            let mut config: serde_json::Value = files::read_json(&path).unwrap();
             config["hidden_dropout_prob"] = 0.0.into();
             config["attention_probs_dropout_prob"] = 0.0.into();
-            util::write_json_atomic(&path, &config).unwrap();
+            files::write_json_atomic(&path, &config).unwrap();
         }
         model_dir
     }
@@ -737,7 +740,7 @@ mod tests {
             for (i, row) in trained.iter().enumerate() {
                 assert!(cosine(row, encoded.row(i)) > 0.9999, "{mode}: text {i}");
             }
-            let record: serde_json::Value = util::read_json(&out.join("ese.json")).unwrap();
+            let record: serde_json::Value = files::read_json(&out.join("ese.json")).unwrap();
             assert_eq!(record["run"]["objective"]["mode"], mode.to_string());
             assert!(std::fs::read_to_string(out.join("README.md"))
                 .unwrap()
@@ -771,7 +774,7 @@ mod tests {
             opts.objective.distill_weight = distill_weight;
             opts.objective.embedding_distill_weight = embedding_distill_weight;
             train(&opts).unwrap();
-            let record: serde_json::Value = util::read_json(&out.join("ese.json")).unwrap();
+            let record: serde_json::Value = files::read_json(&out.join("ese.json")).unwrap();
             let objective = &record["run"]["objective"];
             assert_eq!(objective["distill_weight"], distill_weight);
             assert_eq!(
@@ -941,13 +944,13 @@ mod tests {
         // A crash between the two renames of the checkpoint's install leaves it aside as
         // `checkpoint.old`; resuming still starts from it.
         let checkpoint = output::work_dir(&resumed).join("checkpoint");
-        std::fs::rename(&checkpoint, util::sibling(&checkpoint, "old")).unwrap();
+        std::fs::rename(&checkpoint, files::sibling(&checkpoint, "old")).unwrap();
         let mut again = first;
         again.resume = true;
         let summary = train(&again).unwrap();
         assert_eq!(summary.resumed_from, Some(10));
         // The same cut-off in the model's own install: loading it puts it back.
-        std::fs::rename(&resumed, util::sibling(&resumed, "old")).unwrap();
+        std::fs::rename(&resumed, files::sibling(&resumed, "old")).unwrap();
         Encoder::load(&resumed, &EncoderOptions::default()).unwrap();
         assert!(resumed.join("model.safetensors").exists());
         let weights = |dir: &Path| std::fs::read(dir.join("model.safetensors")).unwrap();

@@ -12,7 +12,7 @@ use tokenizers::Tokenizer;
 
 use crate::encoder::dense::{self, DenseConfig, DenseHead};
 use crate::encoder::{self, BatchInputs, BertModel, Config, Pooling};
-use crate::util::Rng;
+use crate::rng::Rng;
 
 /// Sequences per forward pass inside one training batch: sorted by length and cut into groups
 /// this big, a batch wastes little compute on padding.
@@ -151,7 +151,7 @@ impl TrainableModel {
                 let dir = dense::find(model_dir)?.ok_or_else(|| {
                     anyhow!("{}: --two-step needs a model trained with --mode pooler (it has no Dense module)", model_dir.display())
                 })?;
-                let head_config: DenseConfig = crate::util::read_json(&dir.join("config.json"))?;
+                let head_config: DenseConfig = crate::files::read_json(&dir.join("config.json"))?;
                 let tensors =
                     candle_core::safetensors::load(dir.join("model.safetensors"), &device)
                         .with_context(|| format!("reading {}", dir.display()))?;

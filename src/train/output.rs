@@ -13,7 +13,7 @@ use super::model::TrainableModel;
 use super::optim::AdamW;
 use super::RunRecord;
 use crate::encoder::Pooling;
-use crate::util;
+use crate::files;
 
 /// Files of the source checkpoint that describe the tokenizer and sentence-transformers
 /// settings, copied into the trained model as they are.
@@ -29,7 +29,7 @@ const COPIED_FILES: [&str; 7] = [
 
 /// A training run's working directory: `<out>.training/` beside the output.
 pub fn work_dir(out_dir: &Path) -> PathBuf {
-    util::sibling(out_dir, "training")
+    files::sibling(out_dir, "training")
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -49,13 +49,13 @@ fn save_tensors(tensors: &HashMap<String, Tensor>, path: &Path) -> Result<()> {
 /// Writes `fill`'s files into `<dir>.tmp` and then swaps it in place of `dir`, so an
 /// interruption leaves either the previous directory or the new one.
 fn replace_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let tmp = util::sibling(dir, "tmp");
+    let tmp = files::sibling(dir, "tmp");
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
     }
     std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     fill(&tmp)?;
-    util::install_dir(&tmp, dir)
+    files::install_dir(&tmp, dir)
 }
 
 pub fn save_checkpoint(work: &Path, optimizer: &AdamW, state: &CheckpointState) -> Result<()> {
@@ -70,7 +70,7 @@ pub fn save_checkpoint(work: &Path, optimizer: &AdamW, state: &CheckpointState) 
             &optimizer.state_tensors(&Device::Cpu)?,
             &dir.join("optimizer.safetensors"),
         )?;
-        util::write_json_atomic(&dir.join("state.json"), state)
+        files::write_json_atomic(&dir.join("state.json"), state)
     })
 }
 
@@ -78,11 +78,11 @@ pub fn save_checkpoint(work: &Path, optimizer: &AdamW, state: &CheckpointState) 
 pub fn load_checkpoint(work: &Path, optimizer: &mut AdamW) -> Result<Option<CheckpointState>> {
     let dir = work.join("checkpoint");
     // A run killed between the two renames of a checkpoint save left it as `checkpoint.old`.
-    util::recover_interrupted_install(&dir)?;
+    files::recover_interrupted_install(&dir)?;
     if !dir.join("state.json").exists() {
         return Ok(None);
     }
-    let state: CheckpointState = util::read_json(&dir.join("state.json"))?;
+    let state: CheckpointState = files::read_json(&dir.join("state.json"))?;
     let load = |name: &str| {
         let path = dir.join(name);
         candle_core::safetensors::load(&path, &Device::Cpu)
@@ -128,7 +128,7 @@ pub fn write_model(
                 .with_context(|| format!("copying {}", from.display()))?;
         }
     }
-    util::write_json_atomic(
+    files::write_json_atomic(
         &dir.join("1_Pooling/config.json"),
         &pooling_config(model.pooling, model.config.hidden_size),
     )?;
@@ -139,7 +139,7 @@ pub fn write_model(
     if let Some((config, tensors)) = model.head_tensors()? {
         std::fs::create_dir_all(dir.join("2_Dense"))
             .with_context(|| format!("creating {}", dir.display()))?;
-        util::write_json_atomic(&dir.join("2_Dense/config.json"), &config)?;
+        files::write_json_atomic(&dir.join("2_Dense/config.json"), &config)?;
         save_tensors(&tensors, &dir.join("2_Dense/model.safetensors"))?;
         modules.push(json!({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}));
     }
@@ -148,9 +148,9 @@ pub fn write_model(
         "idx": normalize, "name": normalize.to_string(), "path": format!("{normalize}_Normalize"),
         "type": "sentence_transformers.models.Normalize"
     }));
-    util::write_json_atomic(&dir.join("modules.json"), &modules)?;
-    util::write_json_atomic(&dir.join("ese.json"), ese_json)?;
-    util::write_atomic(&dir.join("README.md"), card.as_bytes())
+    files::write_json_atomic(&dir.join("modules.json"), &modules)?;
+    files::write_json_atomic(&dir.join("ese.json"), ese_json)?;
+    files::write_atomic(&dir.join("README.md"), card.as_bytes())
 }
 
 /// Installs the finished model at `out_dir` (replacing an older one whole).

@@ -169,7 +169,7 @@ mod tests {
     use candle_core::Device;
 
     fn random(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
-        let mut rng = crate::util::Rng::new(seed);
+        let mut rng = crate::rng::Rng::new(seed);
         (0..rows * cols)
             .map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0)
             .collect()

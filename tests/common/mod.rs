@@ -169,11 +169,11 @@ pub fn all_llms() -> Vec<PathBuf> {
 pub fn retrieval_config(
     questions_file: &Path,
     questions: usize,
-    cells: Vec<rag::eval::run::Cell>,
+    cells: Vec<rag::eval::hotpot::Cell>,
     strategy: rag::retrieve::Strategy,
     index: &Path,
-) -> rag::eval::run::RunConfig {
-    rag::eval::run::RunConfig {
+) -> rag::eval::hotpot::RunConfig {
+    rag::eval::hotpot::RunConfig {
         questions_file: questions_file.to_path_buf(),
         questions,
         cells,

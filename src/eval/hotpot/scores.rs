@@ -1,6 +1,8 @@
 //! HotpotQA's official answer metrics and retrieval recall.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
 
 /// The official HotpotQA / SQuAD normalisation, in its order: lower-case, drop ASCII
 /// punctuation, drop the articles a/an/the, collapse whitespace.
@@ -78,6 +80,33 @@ pub fn all_in_top_k(retrieved: &[String], gold: &[String], k: usize) -> bool {
     !gold.is_empty() && recall_at_k(retrieved, gold, k) == 1.0
 }
 
+/// The cut-offs recall is reported at.
+pub const RECALL_KS: [usize; 4] = [1, 2, 5, 10];
+
+/// Retrieval quality for one question.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetrievalScores {
+    /// Fraction of supporting titles in the top k, per k.
+    pub recall: BTreeMap<usize, f64>,
+    /// Whether every supporting title is in the top k, per k.
+    pub all_supporting: BTreeMap<usize, bool>,
+}
+
+impl RetrievalScores {
+    pub fn of(retrieved: &[String], gold: &[String]) -> Self {
+        Self {
+            recall: RECALL_KS
+                .iter()
+                .map(|&k| (k, recall_at_k(retrieved, gold, k)))
+                .collect(),
+            all_supporting: RECALL_KS
+                .iter()
+                .map(|&k| (k, all_in_top_k(retrieved, gold, k)))
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +158,17 @@ mod tests {
         assert!(!all_in_top_k(&retrieved, &gold, 2));
         assert!(all_in_top_k(&retrieved, &gold, 10));
         assert_eq!(recall_at_k(&retrieved, &[], 5), 0.0);
+    }
+
+    #[test]
+    fn per_question_scores_cover_every_cut_off() {
+        let titles = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let scores = RetrievalScores::of(&titles(&["X", "A", "Y", "B"]), &titles(&["A", "B"]));
+        assert_eq!(scores.recall[&1], 0.0);
+        assert_eq!(scores.recall[&2], 0.5);
+        assert_eq!(scores.recall[&5], 1.0);
+        assert!(!scores.all_supporting[&2]);
+        assert!(scores.all_supporting[&5]);
+        assert_eq!(scores.recall.len(), RECALL_KS.len());
     }
 }

@@ -12,130 +12,17 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
+use super::record::{read_predictions, Cell, Prediction, PredictionTimings, RunConfig};
+use super::record::{CONFIG_FILE, PREDICTIONS_FILE};
 use super::report::{self, Summary};
-use super::{metrics, RetrievalScores, RECALL_KS};
-use crate::ask::context::SentenceWeights;
+use super::scores::{self as metrics, RetrievalScores, RECALL_KS};
 use crate::ask::{AskSettings, Pipeline};
 use crate::corpus::Question;
+use crate::progress::ms_since;
 use crate::progress::{Progress, ProgressMode};
-use crate::retrieve::{Mode, Retriever, SearchResponse, SearchTimings, Strategy, Tuning};
-use crate::util::ms_since;
+use crate::retrieve::{Mode, Retriever, SearchResponse, SearchTimings};
 use crate::vectors::Matrix;
-
-pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
-pub const CONFIG_FILE: &str = "config.json";
-
-/// Where the context comes from: retrieval at a depth and size, or the gold paragraphs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Cell {
-    pub layers: Option<usize>,
-    pub dim: Option<usize>,
-}
-
-impl Cell {
-    pub const ORACLE: Cell = Cell {
-        layers: None,
-        dim: None,
-    };
-
-    pub fn retrieval(layers: usize, dim: usize) -> Self {
-        Self {
-            layers: Some(layers),
-            dim: Some(dim),
-        }
-    }
-}
-
-/// What a run is; a run directory is resumed only with the same settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunConfig {
-    pub questions_file: PathBuf,
-    pub questions: usize,
-    pub cells: Vec<Cell>,
-    pub mode: Mode,
-    /// Absent in runs made before the second hop: one.
-    #[serde(default = "one_hop")]
-    pub hops: u8,
-    /// Fusion's and the second hop's weights (absent in runs made before they existed).
-    #[serde(default)]
-    pub tuning: Option<Tuning>,
-    pub top_k: usize,
-    /// The context's token budget; 0 (and absent, in older runs) is whole paragraphs.
-    #[serde(default)]
-    pub context_tokens: usize,
-    /// Prompts built and measured, no answers generated.
-    #[serde(default)]
-    pub context_only: bool,
-    /// How sentences were scored, when they were chosen (absent in older runs: the defaults).
-    #[serde(default)]
-    pub sentence_weights: Option<SentenceWeights>,
-    pub oracle: bool,
-    /// The generator's file name and prompt style, or `None` for retrieval only.
-    pub generator: Option<String>,
-    pub prompt_style: Option<String>,
-    pub max_tokens: Option<usize>,
-    pub index: Option<PathBuf>,
-}
-
-fn one_hop() -> u8 {
-    1
-}
-
-impl RunConfig {
-    pub fn strategy(&self) -> Result<Strategy> {
-        Strategy::new(self.mode, self.hops)
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct PredictionTimings {
-    /// Questions are encoded once for every depth and searched as one batch per cell; these are
-    /// those batches' time per question.
-    pub encode_ms: f64,
-    pub search_ms: f64,
-    pub prompt_tokens: usize,
-    /// Of the prompt tokens, those whose state was reused from the previous question.
-    #[serde(default)]
-    pub reused_tokens: usize,
-    pub generated_tokens: usize,
-    #[serde(default)]
-    pub select_ms: f64,
-    pub prompt_eval_ms: f64,
-    pub generation_ms: f64,
-    /// From the question's retrieval to its answer's last token.
-    #[serde(default)]
-    pub total_ms: f64,
-}
-
-/// One line of `predictions.jsonl`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Prediction {
-    pub id: String,
-    pub cell: Cell,
-    pub question: String,
-    pub gold: String,
-    pub prediction: Option<String>,
-    pub em: Option<bool>,
-    pub f1: Option<f64>,
-    /// Titles of the paragraphs put in the prompt, best first.
-    pub context_titles: Vec<String>,
-    /// Paragraphs dropped to fit the model's context.
-    pub dropped: usize,
-    /// The sentences put in the prompt, per paragraph in `context_titles` (absent when whole
-    /// paragraphs went in).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub context: Vec<String>,
-    /// Whether the gold answer appears in the prompt's context, normalised as for exact match
-    /// (none for yes/no answers, which never appear as such).
-    #[serde(default)]
-    pub answer_in_context: Option<bool>,
-    /// Retrieved titles, best first (none for the oracle).
-    pub retrieved: Vec<String>,
-    pub retrieval: RetrievalScores,
-    pub timings: PredictionTimings,
-}
 
 pub struct RunOptions<'a> {
     pub dir: PathBuf,
@@ -235,7 +122,7 @@ fn prepare_dir(dir: &Path, config: &RunConfig, fresh: bool) -> Result<Vec<Predic
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
     if config_path.exists() {
-        let existing: RunConfig = crate::util::read_json(&config_path)?;
+        let existing: RunConfig = crate::files::read_json(&config_path)?;
         if &existing != config {
             bail!(
                 "{} holds a run with other settings; pass --fresh to replace it or --name to start another",
@@ -246,34 +133,8 @@ fn prepare_dir(dir: &Path, config: &RunConfig, fresh: bool) -> Result<Vec<Predic
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let _ = std::fs::remove_file(dir.join(PREDICTIONS_FILE));
-    crate::util::write_json_atomic(&config_path, config)?;
+    crate::files::write_json_atomic(&config_path, config)?;
     Ok(Vec::new())
-}
-
-/// The complete lines of a predictions file; a last line cut short by a crash is removed.
-pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let complete = text.rfind('\n').map_or(0, |i| i + 1);
-    if complete < text.len() {
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        file.set_len(complete as u64)
-            .with_context(|| format!("truncating {}", path.display()))?;
-    }
-    text[..complete]
-        .lines()
-        .enumerate()
-        .map(|(i, line)| {
-            serde_json::from_str(line)
-                .with_context(|| format!("{} line {} is damaged", path.display(), i + 1))
-        })
-        .collect()
 }
 
 /// What a pending question's prompt is made from, with the retrieval behind it.

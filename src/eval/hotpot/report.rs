@@ -8,9 +8,9 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::heatmap::{self, Panel};
-use super::run::{Cell, Prediction, RunConfig};
-use super::RECALL_KS;
+use super::record::{Cell, Prediction, RunConfig};
+use super::scores::RECALL_KS;
+use crate::eval::heatmap::{self, Panel};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CellSummary {
@@ -145,8 +145,8 @@ pub fn write(
     seconds: f64,
 ) -> Result<Summary> {
     let summary = summarize(config, predictions, seconds);
-    crate::util::write_json_atomic(&dir.join("summary.json"), &summary)?;
-    crate::util::write_atomic(&dir.join("summary.md"), markdown(&summary).as_bytes())?;
+    crate::files::write_json_atomic(&dir.join("summary.json"), &summary)?;
+    crate::files::write_atomic(&dir.join("summary.md"), markdown(&summary).as_bytes())?;
     if summary.cells.len() > 1 {
         draw_heatmap(&dir.join("heatmap.png"), &summary)?;
     }
@@ -288,9 +288,9 @@ pub fn markdown(summary: &Summary) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::record::PredictionTimings;
+    use super::super::scores::RetrievalScores;
     use super::*;
-    use crate::eval::run::PredictionTimings;
-    use crate::eval::RetrievalScores;
     use crate::retrieve::Mode;
 
     fn prediction(cell: Cell, em: bool, retrieved: &[&str]) -> Prediction {

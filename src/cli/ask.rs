@@ -1,0 +1,98 @@
+//! `rag ask`: a question answered from the index by a GGUF model, with its sources.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+
+use rag::ask::{AskResult, Pipeline};
+use rag::index;
+use rag::progress::ms_since;
+
+use super::flags::{ContextArgs, GeneratorArgs, PrecisionArg, StrategyArgs};
+use super::print_json;
+
+#[derive(Args, Debug)]
+pub struct AskArgs {
+    /// The question.
+    pub question: String,
+    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// Encoder to use; must be the one the index was built with (default: that one).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
+    /// Default: the best measured (see eval/answers/).
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
+    #[command(flatten)]
+    pub context: ContextArgs,
+    /// Depth to query (default: the deepest stored).
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Embedding size to query (default: the index's).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    #[command(flatten)]
+    pub generator: GeneratorArgs,
+    /// Print the answer's tokens as they come.
+    #[arg(long)]
+    pub stream: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: AskArgs) -> Result<()> {
+    rag::retrieve::validate_question(&args.question)?;
+    let spec = args.generator.prompt()?;
+    let settings = args.context.settings(
+        args.strategy.strategy(rag::ask::DEFAULT_STRATEGY)?,
+        args.layers,
+        args.dim,
+    );
+    let retriever =
+        args.strategy
+            .open(&args.index, args.model.as_deref(), args.precision.precision)?;
+    let loading = Instant::now();
+    let generator = args.generator.load()?;
+    let model_load_ms = ms_since(loading);
+    let pipeline = Pipeline::new(&retriever, &generator, &spec);
+    let stream = args.stream && !args.json;
+    let answer = pipeline.ask(&args.question, &settings, |piece| {
+        if stream {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
+        }
+        true
+    })?;
+    if answer.dropped_paragraphs > 0 {
+        eprintln!(
+            "note: left out the {} lowest-ranked of {} paragraphs to fit the model's context (--ctx-size)",
+            answer.dropped_paragraphs,
+            answer.sources.len()
+        );
+    }
+    if args.json {
+        #[derive(Serialize)]
+        struct WithLoad<'a> {
+            #[serde(flatten)]
+            answer: &'a AskResult,
+            model_load_ms: f64,
+        }
+        return print_json(&WithLoad {
+            answer: &answer,
+            model_load_ms,
+        });
+    }
+    if stream {
+        println!();
+    } else {
+        println!("{}", answer.answer);
+    }
+    rag::ask::present::print_details(&answer, model_load_ms);
+    Ok(())
+}

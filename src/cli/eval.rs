@@ -1,0 +1,177 @@
+//! `rag eval`: HotpotQA recall and exact match over depth x size, into a resumable run folder.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use rag::ask::Pipeline;
+use rag::corpus::DEFAULT_TEMPLATE;
+use rag::eval::hotpot::{self, plan, report, Cell, RunConfig, RunOptions};
+use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
+use rag::progress::ProgressMode;
+
+use super::flags::{ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, NumberList, StrategyArgs};
+use super::print_json;
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// HotpotQA file with questions (default: the distractor sample).
+    #[arg(long)]
+    pub questions: Option<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Evaluate only the first N questions.
+    #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
+    pub limit: usize,
+    /// Depths to evaluate (default: full depth; with --sweep 1,3,6). An index lacking one is
+    /// built first, all depths in one pass, and kept under the index's folder.
+    #[arg(long)]
+    pub layers: Option<NumberList>,
+    /// Sizes to evaluate (default: the index's; with --sweep 32,64,128,384).
+    #[arg(long, alias = "dim")]
+    pub dims: Option<NumberList>,
+    /// Evaluate every layers x dims pair (and draw a heatmap).
+    #[arg(long)]
+    pub sweep: bool,
+    /// Default: the best measured (see eval/answers/).
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
+    #[command(flatten)]
+    pub context: ContextArgs,
+    /// Retrieval recall only.
+    #[arg(long)]
+    pub no_generate: bool,
+    /// Build every prompt (the generator's tokenizer loaded) and measure it, answer in
+    /// context and prompt tokens, without generating: a fast way to compare context settings.
+    #[arg(long, conflicts_with = "no_generate")]
+    pub context_only: bool,
+    /// Answer from the gold paragraphs: the generator's ceiling.
+    #[arg(long, conflicts_with_all = ["no_generate", "sweep", "layers", "dims"])]
+    pub oracle: bool,
+    /// Run name: results go to <runs-dir>/<name>/ (default: made from the settings).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value = "eval/runs")]
+    pub runs_dir: PathBuf,
+    /// Start the run over instead of resuming it.
+    #[arg(long)]
+    pub fresh: bool,
+    #[command(flatten)]
+    pub generator: GeneratorArgs,
+    /// Encoder for an index built for this evaluation.
+    #[command(flatten)]
+    pub encoder: EncoderArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: EvalArgs) -> Result<()> {
+    let path = args
+        .questions
+        .clone()
+        .unwrap_or_else(|| args.data.distractor_questions());
+    let questions = rag::corpus::read_questions(&path, args.limit)?;
+    if questions.is_empty() {
+        bail!("{} has no questions", path.display());
+    }
+    let strategy = args.strategy.strategy(rag::ask::DEFAULT_STRATEGY)?;
+    let spec = (!args.no_generate)
+        .then(|| args.generator.prompt())
+        .transpose()?;
+    // Before any index build, so that a bad model fails fast.
+    let generator = spec.as_ref().map(|_| args.generator.load()).transpose()?;
+
+    let (retriever, cells) = if args.oracle {
+        (None, vec![Cell::ORACLE])
+    } else {
+        let (layers, dims) = plan::grid(
+            &args.index,
+            &args.encoder.model,
+            args.sweep,
+            args.layers.clone().map(|l| l.0),
+            args.dims.clone().map(|d| d.0),
+        )?;
+        let build = BuildOptions {
+            index_dir: args.index.clone(),
+            corpus: args.data.hotpot_files(),
+            model_dir: args.encoder.model.clone(),
+            encoder: args.encoder.options(),
+            layers: None,
+            dim: None,
+            reduce: None,
+            template: DEFAULT_TEMPLATE.to_string(),
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            skip_bad: false,
+            fresh: false,
+            progress: ProgressMode::for_stderr(),
+        };
+        let dir = hotpot::index_with_depths(&build, &layers)?;
+        let retriever = args
+            .strategy
+            .open(&dir, None, args.encoder.precision.precision)?;
+        let cells = plan::cells(&retriever.index.manifest, &layers, dims.as_deref())?;
+        (Some(retriever), cells)
+    };
+    let config = RunConfig {
+        questions_file: path.clone(),
+        questions: questions.len(),
+        cells: cells.clone(),
+        mode: strategy.mode,
+        hops: strategy.hops,
+        tuning: Some(args.strategy.tuning()),
+        top_k: args.context.top_k,
+        // Retrieval alone reads no context.
+        context_tokens: if spec.is_some() {
+            args.context.context_tokens
+        } else {
+            0
+        },
+        context_only: args.context_only,
+        sentence_weights: (spec.is_some() && args.context.context_tokens > 0)
+            .then_some(args.context.sentence_weights),
+        oracle: args.oracle,
+        generator: generator.as_ref().map(|g| g.name.clone()),
+        prompt_style: spec.as_ref().map(|s| s.style.to_string()),
+        max_tokens: spec.as_ref().map(|_| args.generator.generation.max_tokens),
+        index: retriever.as_ref().map(|r| r.index.dir.clone()),
+    };
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| plan::run_name(&config, args.generator.llm.as_path()));
+    let dir = args.runs_dir.join(&name);
+    let pipeline = generator
+        .as_ref()
+        .zip(spec.as_ref())
+        .map(|(generator, spec)| Pipeline {
+            retriever: retriever.as_ref(),
+            generator,
+            spec,
+        });
+    let summary = hotpot::run(&RunOptions {
+        dir: dir.clone(),
+        config,
+        questions: &questions,
+        retriever: retriever.as_ref(),
+        pipeline: pipeline.as_ref(),
+        fresh: args.fresh,
+        progress: ProgressMode::for_stderr(),
+    })?;
+    if args.json {
+        return print_json(&summary);
+    }
+    print!("{}", report::markdown(&summary));
+    println!(
+        "\nwrote {}/ (predictions.jsonl, summary.json, summary.md{})",
+        dir.display(),
+        if summary.cells.len() > 1 {
+            ", heatmap.png"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! Flag groups several commands share, each turned into the library's options in one place.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+
+use rag::ask::context::SentenceWeights;
+use rag::ask::AskSettings;
+use rag::encoder::{EncoderOptions, Pooling, Precision};
+use rag::generate::{
+    Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
+};
+use rag::retrieve::{Mode, Retriever, Strategy, Tuning};
+
+pub const DEFAULT_MODEL_DIR: &str = "data/models/all-MiniLM-L6-v2";
+pub const DEFAULT_DATA_DIR: &str = "../shared/data";
+const HOTPOT_FILES: [&str; 2] = [
+    "hotpotqa/hotpot_dev_distractor_sample.json",
+    "hotpotqa/hotpot_dev_fullwiki_sample.json",
+];
+
+#[derive(Args, Debug, Clone)]
+pub struct DataArgs {
+    /// Where the shared datasets live (hotpotqa/, sts/, nli/).
+    #[arg(long, env = "RAG_DATA", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+}
+
+impl DataArgs {
+    pub fn hotpot_files(&self) -> Vec<PathBuf> {
+        HOTPOT_FILES.iter().map(|f| self.data_dir.join(f)).collect()
+    }
+
+    pub fn distractor_questions(&self) -> PathBuf {
+        self.data_dir.join(HOTPOT_FILES[0])
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EncoderArgs {
+    /// A BERT checkpoint directory in the Hugging Face layout.
+    #[arg(long, env = "RAG_MODEL", default_value = DEFAULT_MODEL_DIR)]
+    pub model: PathBuf,
+    /// Pooling (default: what 1_Pooling/config.json says, else CLS).
+    #[arg(long, value_enum)]
+    pub pooling: Option<Pooling>,
+    /// Maximum tokens per text (default: the checkpoint's max_seq_length).
+    #[arg(long)]
+    pub max_length: Option<usize>,
+    /// Text put before every question, e.g. bge's "Represent this sentence for searching relevant passages: ".
+    #[arg(long)]
+    pub query_prefix: Option<String>,
+    /// Most texts per forward pass.
+    #[arg(long, default_value_t = rag::encoder::DEFAULT_BATCH_SIZE)]
+    pub batch_size: usize,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+pub struct PrecisionArg {
+    /// Arithmetic of the encoder's projections: `int8` (8-bit integers, AVX-512 VNNI) encodes
+    /// faster, with vectors a little off the exact `f32` ones (see eval/precision/).
+    #[arg(long, value_enum, default_value_t)]
+    pub precision: Precision,
+}
+
+impl EncoderArgs {
+    pub fn options(&self) -> EncoderOptions {
+        EncoderOptions {
+            pooling: self.pooling,
+            max_length: self.max_length,
+            query_prefix: self.query_prefix.clone(),
+            max_layers: None,
+            batch_size: Some(self.batch_size),
+            precision: self.precision.precision,
+        }
+    }
+}
+
+/// How questions are searched. Each command has its own defaults (plain dense for `search`, the
+/// best measured for `ask`, `eval` and `serve`).
+#[derive(Args, Debug, Clone)]
+pub struct StrategyArgs {
+    /// dense: ESE vectors; bm25: words; hybrid: reciprocal-rank fusion of both; fusion: a
+    /// weighted sum of both's scaled scores.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// 2 searches again with the question joined to each of the first hop's best paragraphs
+    /// and merges both hops (for questions that need two paragraphs).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub hops: Option<u8>,
+    /// Dense weight of `--mode fusion`, between 0 (BM25 alone) and 1 (dense alone).
+    #[arg(long, default_value_t = Tuning::default().fusion_weight)]
+    pub fusion_weight: f32,
+    /// With --hops 2: first-hop paragraphs that each seed a second-hop search.
+    #[arg(long, default_value_t = Tuning::default().hop_beam)]
+    pub hop_beam: usize,
+    /// With --hops 2: how much second-hop evidence counts beside first-hop evidence.
+    #[arg(long, default_value_t = Tuning::default().hop_weight)]
+    pub hop_weight: f32,
+}
+
+impl StrategyArgs {
+    /// The strategy asked for, `default` filling in what was not.
+    pub fn strategy(&self, default: Strategy) -> Result<Strategy> {
+        Strategy::new(
+            self.mode.unwrap_or(default.mode),
+            self.hops.unwrap_or(default.hops),
+        )
+    }
+
+    pub fn tuning(&self) -> Tuning {
+        Tuning {
+            fusion_weight: self.fusion_weight,
+            hop_beam: self.hop_beam,
+            hop_weight: self.hop_weight,
+        }
+    }
+
+    pub fn open(
+        &self,
+        index: &Path,
+        model: Option<&Path>,
+        precision: Precision,
+    ) -> Result<Retriever> {
+        Retriever::open(index, model, precision)?.with_tuning(self.tuning())
+    }
+}
+
+/// What the generator reads.
+#[derive(Args, Debug, Clone)]
+pub struct ContextArgs {
+    /// Paragraphs retrieved; the context is made from them.
+    #[arg(long, default_value_t = rag::ask::DEFAULT_TOP_K)]
+    pub top_k: usize,
+    /// Token budget (the generator's tokens) for the retrieved paragraphs' best sentences;
+    /// 0 puts the paragraphs in whole.
+    #[arg(long, default_value_t = rag::ask::DEFAULT_CONTEXT_TOKENS)]
+    pub context_tokens: usize,
+    /// How sentences are scored for the context: weights of the encoder's cosine to the
+    /// question, the share of the question's words held, 1/rank of the paragraph, and opening
+    /// the paragraph.
+    #[arg(long, value_name = "DENSE,LEXICAL,RANK,FIRST", default_value_t = SentenceWeights::default())]
+    pub sentence_weights: SentenceWeights,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GeneratorArgs {
+    /// A GGUF model (`scripts/fetch-models.sh llm-small` fetches a faster 0.5B one).
+    #[arg(long, env = "RAG_LLM", default_value = DEFAULT_LLM)]
+    pub llm: PathBuf,
+    #[command(flatten)]
+    pub generation: GenerationArgs,
+}
+
+/// How answers are generated, whichever GGUF model generates them.
+#[derive(Args, Debug, Clone)]
+pub struct GenerationArgs {
+    /// Most tokens in an answer.
+    #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
+    pub max_tokens: usize,
+    /// `chat`: instruction and paragraphs in the system turn, question in the user turn;
+    /// `paper`: the ESE paper's prompt as one user turn (default: chat, paper with --prompt-file).
+    #[arg(long, value_enum)]
+    pub prompt_style: Option<PromptStyle>,
+    /// A prompt with {context} and {question} replacing the paper's.
+    #[arg(long)]
+    pub prompt_file: Option<PathBuf>,
+    /// Context window in tokens (default: 4096, at most what the model was trained on).
+    #[arg(long)]
+    pub ctx_size: Option<u32>,
+    /// Generation threads (default: every core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Show llama.cpp's own log.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Evaluate every prompt whole instead of reusing the opening it shares with the previous
+    /// one (the same answers, slower).
+    #[arg(long)]
+    pub no_prefix_cache: bool,
+}
+
+impl GenerationArgs {
+    pub fn prompt(&self) -> Result<PromptSpec> {
+        PromptSpec::from_flags(self.prompt_style, self.prompt_file.as_deref())
+    }
+
+    pub fn load(&self, llm: &Path) -> Result<Generator> {
+        Generator::load(
+            llm,
+            &GeneratorOptions {
+                max_tokens: self.max_tokens,
+                ctx_size: self.ctx_size,
+                threads: self.threads,
+                verbose: self.verbose,
+                reuse_prefix: !self.no_prefix_cache,
+            },
+        )
+    }
+}
+
+impl GeneratorArgs {
+    pub fn prompt(&self) -> Result<PromptSpec> {
+        self.generation.prompt()
+    }
+
+    pub fn load(&self) -> Result<Generator> {
+        self.generation.load(&self.llm)
+    }
+}
+
+impl ContextArgs {
+    pub fn settings(
+        &self,
+        strategy: Strategy,
+        layers: Option<usize>,
+        dim: Option<usize>,
+    ) -> AskSettings {
+        AskSettings {
+            strategy,
+            layers,
+            dim,
+            top_k: self.top_k,
+            context_tokens: self.context_tokens,
+            weights: self.sentence_weights,
+        }
+    }
+}
+
+/// A comma-separated list of positive numbers from the command line, sorted and distinct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumberList(pub Vec<usize>);
+
+impl std::str::FromStr for NumberList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_list(s).map(NumberList)
+    }
+}
+
+/// Parses "1,3,6" into sorted, distinct positive numbers.
+pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut values = s
+        .split(',')
+        .map(|part| {
+            part.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("'{part}' is not a positive number"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    values.sort();
+    values.dedup();
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_list_sorts_dedups_and_rejects_zero() {
+        assert_eq!(parse_list("6, 1,3,6").unwrap(), vec![1, 3, 6]);
+        assert!(parse_list("0,3").is_err());
+        assert!(parse_list("a").is_err());
+    }
+}

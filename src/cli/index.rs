@@ -1,0 +1,143 @@
+//! `rag index`: build an index (or check one with `--verify`).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use rag::corpus::DEFAULT_TEMPLATE;
+use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
+use rag::progress::ProgressMode;
+
+use super::flags::{DataArgs, EncoderArgs, NumberList};
+use super::print_json;
+
+#[derive(Args, Debug)]
+pub struct IndexArgs {
+    /// HotpotQA files (JSON array or JSONL); may be repeated. Default: both sample files.
+    #[arg(long = "corpus")]
+    pub corpus: Vec<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(flatten)]
+    pub encoder: EncoderArgs,
+    /// Where the index goes.
+    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// Depths to store, e.g. 1,3,6: one forward pass yields all of them (default: full depth).
+    #[arg(long)]
+    pub layers: Option<NumberList>,
+    /// Size served by default; every smaller size stays available (default: full width, or K
+    /// with --reduce pca:K).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    /// Store each depth's top K principal components (fitted on the corpus, applied to queries
+    /// too) instead of its first dimensions: the post-hoc baseline to ESE truncation.
+    #[arg(long, value_name = "pca:K")]
+    pub reduce: Option<index::PcaSpec>,
+    /// The text encoded for each paragraph.
+    #[arg(long, default_value = DEFAULT_TEMPLATE)]
+    pub template: String,
+    /// Documents between checkpoints of an interruptible build.
+    #[arg(long, default_value_t = DEFAULT_CHUNK_SIZE)]
+    pub chunk_size: usize,
+    /// Skip malformed records (counted in the summary) instead of stopping.
+    #[arg(long)]
+    pub skip_bad: bool,
+    /// Start over instead of resuming an interrupted build.
+    #[arg(long)]
+    pub fresh: bool,
+    /// Check the index in --index instead of building one: every file against the manifest's
+    /// sizes and checksums, every vector (finite, unit length) and every document.
+    #[arg(long, conflicts_with_all = ["fresh", "layers", "dim", "reduce", "corpus"])]
+    pub verify: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: IndexArgs) -> Result<()> {
+    if args.verify {
+        return run_verify(&args);
+    }
+    let corpus = if args.corpus.is_empty() {
+        args.data.hotpot_files()
+    } else {
+        args.corpus.clone()
+    };
+    let options = BuildOptions {
+        index_dir: args.index.clone(),
+        corpus,
+        model_dir: args.encoder.model.clone(),
+        encoder: args.encoder.options(),
+        layers: args.layers.clone().map(|l| l.0),
+        dim: args.dim,
+        reduce: args.reduce,
+        template: args.template.clone(),
+        chunk_size: args.chunk_size,
+        skip_bad: args.skip_bad,
+        fresh: args.fresh,
+        progress: ProgressMode::for_stderr(),
+    };
+    let summary = index::build(&options)?;
+    if args.json {
+        return print_json(&summary);
+    }
+    let reduced = summary.reduce.as_ref().map_or(String::new(), |r| {
+        format!(
+            " ({} fitted on {} vectors per layer)",
+            r.method, r.fitted_on
+        )
+    });
+    if summary.up_to_date {
+        println!(
+            "{} is up to date ({} paragraphs, layers {:?}, dim {}{reduced}); --fresh rebuilds it",
+            summary.index_dir.display(),
+            summary.documents,
+            summary.layers,
+            summary.dim
+        );
+        return Ok(());
+    }
+    let resumed = if summary.resumed_from > 0 {
+        format!(" (resumed after {})", summary.resumed_from)
+    } else {
+        String::new()
+    };
+    println!(
+        "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}{reduced}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped)",
+        summary.documents,
+        summary.index_dir.display(),
+        summary.layers,
+        summary.dim,
+        summary.stored_dim,
+        summary.paragraphs_per_second,
+        summary.total_seconds,
+        summary.duplicates,
+        summary.skipped_records,
+    );
+    Ok(())
+}
+
+fn run_verify(args: &IndexArgs) -> Result<()> {
+    let verified = index::verify(&args.index)?;
+    if args.json {
+        return print_json(&verified);
+    }
+    if verified.checksums {
+        println!(
+            "{} is whole: generation {}, {} documents, {} files match their checksums, every vector and document reads back",
+            args.index.display(),
+            verified.generation,
+            verified.documents,
+            verified.files
+        );
+    } else {
+        println!(
+            "{}: {} documents; counts, sizes, vectors and documents check out, but the index predates checksums, so its bytes cannot be verified fully (`rag index --fresh` adds them)",
+            args.index.display(),
+            verified.documents
+        );
+    }
+    Ok(())
+}

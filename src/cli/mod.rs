@@ -1,0 +1,68 @@
+//! The `rag` command line: one module per command (its flags and its `run`, a few library
+//! calls and the printing), the flag groups several commands share in [`flags`].
+
+mod ask;
+mod bench;
+mod eval;
+mod eval_sts;
+mod flags;
+mod index;
+mod search;
+mod serve;
+mod train;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rag",
+    version,
+    about = "Retrieval-augmented QA on Espresso Sentence Embeddings"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Encode a HotpotQA corpus and build the dense, BM25 and document indexes.
+    Index(index::IndexArgs),
+    /// Search the index: ranked paragraphs with scores.
+    Search(search::SearchArgs),
+    /// Answer a question from the retrieved paragraphs with a local GGUF model.
+    Ask(ask::AskArgs),
+    /// HotpotQA exact match and retrieval recall over depth x dimension.
+    Eval(eval::EvalArgs),
+    /// Spearman correlation on STS12-16, STS-B and SICK-R per layer x size (the ESE paper's
+    /// Table 1 and Figure 3).
+    EvalSts(eval_sts::EvalStsArgs),
+    /// Measure encoding throughput or query latency.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Serve search, question answering and embeddings over HTTP, models loaded once.
+    Serve(serve::ServeArgs),
+    /// Train an encoder: ESE, or the RAW / MRL / 2DMSE / pooler baselines.
+    Train(train::TrainArgs),
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Index(args) => index::run(args),
+        Command::Search(args) => search::run(args),
+        Command::Ask(args) => ask::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::EvalSts(args) => eval_sts::run(args),
+        Command::Bench(command) => bench::run(command),
+        Command::Serve(args) => serve::run(args),
+        Command::Train(args) => train::run(args),
+    }
+}
+
+/// What `--json` prints.
+fn print_json(value: &impl Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! `rag search`: the ranked paragraphs for a question.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use rag::index;
+use rag::retrieve::{Mode, SearchRequest, SearchResponse, Strategy};
+
+use super::flags::{PrecisionArg, StrategyArgs};
+use super::print_json;
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// The question.
+    pub query: String,
+    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// Encoder to use; must be the one the index was built with (default: that one).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
+    /// How many paragraphs.
+    #[arg(long, short, default_value_t = 5)]
+    pub k: usize,
+    /// Default: dense, one hop.
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
+    /// Depth to query (default: the deepest stored).
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Embedding size to query (default: the index's).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: SearchArgs) -> Result<()> {
+    let strategy = args.strategy.strategy(Strategy::default())?;
+    if strategy.mode == Mode::Bm25 && (args.layers.is_some() || args.dim.is_some()) {
+        eprintln!("note: BM25 uses no vectors, so --layers and --dim are ignored");
+    }
+    let retriever =
+        args.strategy
+            .open(&args.index, args.model.as_deref(), args.precision.precision)?;
+    let response = retriever.search(&SearchRequest {
+        query: &args.query,
+        k: args.k,
+        strategy,
+        layers: args.layers,
+        dim: args.dim,
+    })?;
+    if args.json {
+        return print_json(&response);
+    }
+    print_hits(&response);
+    Ok(())
+}
+
+fn print_hits(response: &SearchResponse) {
+    for hit in &response.hits {
+        let hop = if hit.hop == 2 { "  (second hop)" } else { "" };
+        println!("{:>2}. {:.4}  {}{hop}", hit.rank, hit.score, hit.title);
+        println!("    {}", snippet(&hit.text, 200));
+    }
+    println!(
+        "{} results ({} mode, {} hop(s), layers {}, dim {}) in {:.1} ms (encode {:.1} ms, search {:.1} ms)",
+        response.hits.len(),
+        response.mode,
+        response.hops,
+        response.layers,
+        response.dim,
+        response.timings.total_ms,
+        response.timings.encode_ms,
+        response.timings.search_ms
+    );
+}
+
+/// The first `max_chars` characters, cut at a character boundary.
+fn snippet(text: &str, max_chars: usize) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(max_chars).collect();
+    if chars.next().is_some() {
+        format!("{head}...")
+    } else {
+        head
+    }
+}

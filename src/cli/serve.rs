@@ -1,0 +1,154 @@
+//! `rag serve`: the HTTP server, models loaded once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Args;
+
+use rag::encoder::Precision;
+use rag::index;
+use rag::serve;
+
+use super::flags::{ContextArgs, GenerationArgs, StrategyArgs};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// Encoder to use; must be the one the index was built with (default: that one).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Arithmetic of the encoder's projections; default: int8 where the CPU has AVX-512 VNNI,
+    /// else f32. A server lives on encoding throughput, and int8 gives twice as much with
+    /// unchanged search recall; `f32` returns embeddings that match the reference to a cosine
+    /// of 0.9999 instead of 0.990 (see eval/precision/).
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
+    /// GGUF generator for POST /ask (without it /ask answers 503).
+    #[arg(long)]
+    pub llm: Option<PathBuf>,
+    /// How /ask generates (with --llm).
+    #[command(flatten)]
+    pub generation: GenerationArgs,
+    /// How /ask retrieves when a request does not say (default: the best measured).
+    #[command(flatten)]
+    pub strategy: StrategyArgs,
+    /// What /ask's generator reads when a request does not say.
+    #[command(flatten)]
+    pub context: ContextArgs,
+    /// Address to listen on; loopback unless you mean to expose it.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: std::net::SocketAddr,
+    /// How long an embedding request waits for others to share its forward pass (ms).
+    #[arg(long, default_value_t = 2.0)]
+    pub batch_window_ms: f64,
+    /// Tokens per batched forward pass.
+    #[arg(long, default_value_t = 8192)]
+    pub batch_tokens: usize,
+    /// Embedding requests waiting before the server answers 503.
+    #[arg(long, default_value_t = 256)]
+    pub queue: usize,
+    /// `rag eval` runs whose sweeps the web page draws heatmaps of (default: eval/runs, when
+    /// there is one).
+    #[arg(long)]
+    pub runs: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The precision asked for, else the fastest this CPU has.
+    pub fn precision(&self) -> Precision {
+        self.precision.unwrap_or_else(Precision::fastest_available)
+    }
+}
+
+/// The runs folder named with `--runs` (which must exist), else `eval/runs` if there is one.
+fn serve_runs_dir(named: Option<PathBuf>) -> Result<Option<PathBuf>> {
+    match named {
+        Some(dir) if dir.is_dir() => Ok(Some(dir)),
+        Some(dir) => anyhow::bail!("--runs {}: no such folder", dir.display()),
+        None => Ok(Some(PathBuf::from("eval/runs")).filter(|d| d.is_dir())),
+    }
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    if !(args.batch_window_ms.is_finite() && args.batch_window_ms >= 0.0) {
+        anyhow::bail!("--batch-window-ms must be a number of milliseconds, 0 or more");
+    }
+    let config = serve::ServeConfig {
+        batch: serve::BatchOptions {
+            window: std::time::Duration::from_secs_f64(args.batch_window_ms / 1000.0),
+            max_tokens: args.batch_tokens.max(1),
+            queue: args.queue,
+        },
+        ask: args.context.settings(
+            args.strategy.strategy(rag::ask::DEFAULT_STRATEGY)?,
+            None,
+            None,
+        ),
+        runs: serve_runs_dir(args.runs.clone())?,
+        ..Default::default()
+    };
+    let precision = args.precision();
+    let (index_dir, model, llm, generation, strategy) = (
+        args.index,
+        args.model,
+        args.llm,
+        args.generation,
+        args.strategy,
+    );
+    let load = move || {
+        let retriever = Arc::new(serve::LiveIndex::new(strategy.open(
+            &index_dir,
+            model.as_deref(),
+            precision,
+        )?)?);
+        let answerer = match llm {
+            Some(path) => Some(Arc::new(serve::RagAnswerer {
+                retriever: Arc::clone(&retriever),
+                generator: generation.load(&path)?,
+                spec: generation.prompt()?,
+            }) as Arc<dyn serve::Answerer>),
+            None => None,
+        };
+        Ok(serve::Models {
+            retriever,
+            answerer,
+        })
+    };
+    serve::run(args.addr, config, load)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::*;
+
+    fn serve_args(flags: &[&str]) -> ServeArgs {
+        let argv = ["rag", "serve"].iter().chain(flags);
+        match Cli::try_parse_from(argv).expect("valid flags").command {
+            Command::Serve(args) => args,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_defaults_to_the_fastest_precision_and_honours_an_explicit_one() {
+        let expected = if Precision::Int8.available() {
+            Precision::Int8
+        } else {
+            Precision::F32
+        };
+        assert_eq!(serve_args(&[]).precision(), expected);
+        assert_eq!(
+            serve_args(&["--precision", "f32"]).precision(),
+            Precision::F32
+        );
+        assert_eq!(
+            serve_args(&["--precision", "int8"]).precision(),
+            Precision::Int8
+        );
+    }
+}

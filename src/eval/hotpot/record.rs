@@ -1,0 +1,151 @@
+//! What a run keeps on disk: its settings (`config.json`) and one line of `predictions.jsonl`
+//! per question and cell, read back whole when a run resumes or is reported.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::scores::RetrievalScores;
+use crate::ask::context::SentenceWeights;
+use crate::retrieve::{Mode, Strategy, Tuning};
+
+pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
+pub const CONFIG_FILE: &str = "config.json";
+
+/// Where the context comes from: retrieval at a depth and size, or the gold paragraphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cell {
+    pub layers: Option<usize>,
+    pub dim: Option<usize>,
+}
+
+impl Cell {
+    pub const ORACLE: Cell = Cell {
+        layers: None,
+        dim: None,
+    };
+
+    pub fn retrieval(layers: usize, dim: usize) -> Self {
+        Self {
+            layers: Some(layers),
+            dim: Some(dim),
+        }
+    }
+}
+
+/// What a run is; a run directory is resumed only with the same settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub questions_file: PathBuf,
+    pub questions: usize,
+    pub cells: Vec<Cell>,
+    pub mode: Mode,
+    /// Absent in runs made before the second hop: one.
+    #[serde(default = "one_hop")]
+    pub hops: u8,
+    /// Fusion's and the second hop's weights (absent in runs made before they existed).
+    #[serde(default)]
+    pub tuning: Option<Tuning>,
+    pub top_k: usize,
+    /// The context's token budget; 0 (and absent, in older runs) is whole paragraphs.
+    #[serde(default)]
+    pub context_tokens: usize,
+    /// Prompts built and measured, no answers generated.
+    #[serde(default)]
+    pub context_only: bool,
+    /// How sentences were scored, when they were chosen (absent in older runs: the defaults).
+    #[serde(default)]
+    pub sentence_weights: Option<SentenceWeights>,
+    pub oracle: bool,
+    /// The generator's file name and prompt style, or `None` for retrieval only.
+    pub generator: Option<String>,
+    pub prompt_style: Option<String>,
+    pub max_tokens: Option<usize>,
+    pub index: Option<PathBuf>,
+}
+
+fn one_hop() -> u8 {
+    1
+}
+
+impl RunConfig {
+    pub fn strategy(&self) -> Result<Strategy> {
+        Strategy::new(self.mode, self.hops)
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PredictionTimings {
+    /// Questions are encoded once for every depth and searched as one batch per cell; these are
+    /// those batches' time per question.
+    pub encode_ms: f64,
+    pub search_ms: f64,
+    pub prompt_tokens: usize,
+    /// Of the prompt tokens, those whose state was reused from the previous question.
+    #[serde(default)]
+    pub reused_tokens: usize,
+    pub generated_tokens: usize,
+    #[serde(default)]
+    pub select_ms: f64,
+    pub prompt_eval_ms: f64,
+    pub generation_ms: f64,
+    /// From the question's retrieval to its answer's last token.
+    #[serde(default)]
+    pub total_ms: f64,
+}
+
+/// One line of `predictions.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Prediction {
+    pub id: String,
+    pub cell: Cell,
+    pub question: String,
+    pub gold: String,
+    pub prediction: Option<String>,
+    pub em: Option<bool>,
+    pub f1: Option<f64>,
+    /// Titles of the paragraphs put in the prompt, best first.
+    pub context_titles: Vec<String>,
+    /// Paragraphs dropped to fit the model's context.
+    pub dropped: usize,
+    /// The sentences put in the prompt, per paragraph in `context_titles` (absent when whole
+    /// paragraphs went in).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<String>,
+    /// Whether the gold answer appears in the prompt's context, normalised as for exact match
+    /// (none for yes/no answers, which never appear as such).
+    #[serde(default)]
+    pub answer_in_context: Option<bool>,
+    /// Retrieved titles, best first (none for the oracle).
+    pub retrieved: Vec<String>,
+    pub retrieval: RetrievalScores,
+    pub timings: PredictionTimings,
+}
+
+/// The complete lines of a predictions file; a last line cut short by a crash is removed.
+pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let complete = text.rfind('\n').map_or(0, |i| i + 1);
+    if complete < text.len() {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        file.set_len(complete as u64)
+            .with_context(|| format!("truncating {}", path.display()))?;
+    }
+    text[..complete]
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("{} line {} is damaged", path.display(), i + 1))
+        })
+        .collect()
+}
