@@ -25,7 +25,7 @@ use crate::retrieve::{Mode, Retriever, SearchRequest, SearchResponse, Strategy, 
 use crate::serve;
 use crate::train::{
     self, data,
-    loss::{AngleLoss, Mode as TrainMode, Objective},
+    loss::{AngleLoss, Method as TrainMode, Objective},
     TrainOptions,
 };
 use crate::util::ms_since;

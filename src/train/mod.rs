@@ -3,15 +3,15 @@
 //! pooler baselines.
 //!
 //! Examples ([`data`]) go through the model under training ([`model`]), the objective
-//! ([`loss`], with the compression target from [`pca`]) gives a loss, and AdamW ([`optim`])
+//! ([`loss`], with the compression target from [`compression`]) gives a loss, and AdamW ([`optim`])
 //! updates the weights; [`output`] keeps checkpoints and writes the finished model.
 
+pub mod compression;
 pub mod data;
 pub mod loss;
 pub mod model;
 pub mod optim;
 pub mod output;
-pub mod pca;
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -26,7 +26,7 @@ use crate::encoder::{Encoder, EncoderOptions, Pooling};
 use crate::progress::{Progress, ProgressMode};
 use crate::util::{self, Rng};
 use data::{Example, Source};
-use loss::{layer_weight, matryoshka_dims, Layout, Mode, Objective, Sample};
+use loss::{layer_weight, matryoshka_dims, Layout, Method, Objective, Sample};
 use model::{HeadSetup, TrainableModel};
 use optim::{scheduled_lr, AdamW, AdamWConfig};
 use output::CheckpointState;
@@ -96,7 +96,7 @@ pub struct DataRecord {
 #[derive(Debug, Serialize)]
 pub struct TrainSummary {
     pub out_dir: PathBuf,
-    pub mode: Mode,
+    pub mode: Method,
     pub steps: usize,
     /// Steps run by this invocation (fewer than `steps` after `--resume`).
     pub steps_run: usize,
@@ -140,10 +140,10 @@ fn validate(options: &TrainOptions) -> Result<()> {
     if options.lr <= 0.0 || options.max_len < 2 {
         bail!("--lr must be positive and --max-len at least 2");
     }
-    if options.two_step && options.objective.mode != Mode::Pooler {
+    if options.two_step && options.objective.mode != Method::Pooler {
         bail!("--two-step refines a pooler model: use it with --mode pooler");
     }
-    if options.objective.mode == Mode::Pooler && options.pooler_dim == 0 {
+    if options.objective.mode == Method::Pooler && options.pooler_dim == 0 {
         bail!("--pooler-dim must be positive");
     }
     if options.resume && options.fresh {
@@ -162,7 +162,7 @@ fn validate(options: &TrainOptions) -> Result<()> {
             bail!("{flag} must be a number, 0 or more (got {weight})");
         }
     }
-    if objective.needs_teacher() && objective.mode != Mode::Ese {
+    if objective.needs_teacher() && objective.mode != Method::Ese {
         bail!(
             "--distill-weight and --embedding-distill-weight distil into the layers ESE trains: \
              use them with --mode ese"
@@ -233,8 +233,8 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
     let objective = &options.objective;
     let mode = objective.mode;
     let head = match (mode, options.two_step) {
-        (Mode::Pooler, true) => HeadSetup::FromCheckpoint,
-        (Mode::Pooler, false) => HeadSetup::Fresh {
+        (Method::Pooler, true) => HeadSetup::FromCheckpoint,
+        (Method::Pooler, false) => HeadSetup::Fresh {
             dim: options.pooler_dim,
             seed: options.seed,
         },
@@ -242,13 +242,13 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
     };
     let model = TrainableModel::load(&options.model_dir, options.pooling, options.max_len, head)?;
     let hidden = model.config.hidden_size;
-    if mode == Mode::Ese && objective.compression_size >= hidden {
+    if mode == Method::Ese && objective.compression_size >= hidden {
         bail!(
             "--compression-size {} must be smaller than the model's {hidden} dimensions",
             objective.compression_size
         );
     }
-    if mode == Mode::Pooler && options.pooler_dim > hidden && !options.two_step {
+    if mode == Method::Pooler && options.pooler_dim > hidden && !options.two_step {
         bail!(
             "--pooler-dim {} is larger than the model's {hidden} dimensions",
             options.pooler_dim
@@ -360,7 +360,7 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
         .open(&log_path)
         .with_context(|| format!("opening {}", log_path.display()))?;
 
-    let every_layer = matches!(mode, Mode::Ese | Mode::TwoDmse);
+    let every_layer = matches!(mode, Method::Ese | Method::TwoDmse);
     let sample_dims = matryoshka_dims(hidden);
     let mut progress = Progress::new(
         options.progress,
@@ -399,7 +399,7 @@ pub fn train(options: &TrainOptions) -> Result<TrainSummary> {
             let batch = &plan.as_ref().expect("plan set above").1[index % batches_per_epoch];
             let (texts, layout) = batch_texts(&examples, batch);
             let layers = model.embed(&texts, every_layer, true)?;
-            let sample = (mode == Mode::TwoDmse).then(|| {
+            let sample = (mode == Method::TwoDmse).then(|| {
                 let mut rng = step_rng(options.seed, index, 2);
                 Sample {
                     layer: 1 + rng.below(depth.saturating_sub(1).max(1)),
@@ -501,7 +501,7 @@ fn model_card(record: &RunRecord, summary: &TrainSummary) -> String {
         .map(|d| format!("{} ({} examples)", d.source.path().display(), d.examples))
         .collect();
     let mode = match record.objective.mode {
-        Mode::Ese => {
+        Method::Ese => {
             let objective = &record.objective;
             let mut settings = vec![format!("compression size {}", objective.compression_size)];
             if objective.shallow_weight != 1.0 {
@@ -524,7 +524,7 @@ fn model_card(record: &RunRecord, summary: &TrainSummary) -> String {
             }
             format!("ese ({})", settings.join(", "))
         }
-        Mode::Pooler => format!(
+        Method::Pooler => format!(
             "pooler ({} dims{})",
             record.pooler_dim.unwrap_or(0),
             if record.two_step { ", two-step" } else { "" }
@@ -599,7 +599,7 @@ mod tests {
         path
     }
 
-    fn options(model_dir: &Path, out_dir: &Path, data: &Path, mode: Mode) -> TrainOptions {
+    fn options(model_dir: &Path, out_dir: &Path, data: &Path, mode: Method) -> TrainOptions {
         TrainOptions {
             model_dir: model_dir.to_path_buf(),
             out_dir: out_dir.to_path_buf(),
@@ -655,9 +655,9 @@ mod tests {
     fn eval_loss(model: &TrainableModel, objective: &Objective, examples: &[Example]) -> f64 {
         let batch: Vec<usize> = (0..16).collect();
         let (texts, layout) = batch_texts(examples, &batch);
-        let every_layer = matches!(objective.mode, Mode::Ese | Mode::TwoDmse);
+        let every_layer = matches!(objective.mode, Method::Ese | Method::TwoDmse);
         let layers = model.embed(&texts, every_layer, false).unwrap();
-        let value = if objective.mode == Mode::Ese {
+        let value = if objective.mode == Method::Ese {
             let k = objective.compression_size;
             let terms: Vec<f32> = layers
                 .iter()
@@ -688,20 +688,26 @@ mod tests {
         let model_dir = tiny_model(dir.path(), true);
         let data = synthetic_triplets(dir.path(), 64);
         let examples = Source::Jsonl(data.clone()).read(usize::MAX).unwrap();
-        for mode in [Mode::Raw, Mode::Mrl, Mode::TwoDmse, Mode::Ese, Mode::Pooler] {
+        for mode in [
+            Method::Raw,
+            Method::Mrl,
+            Method::TwoDmse,
+            Method::Ese,
+            Method::Pooler,
+        ] {
             let out = dir.path().join(format!("out-{mode}"));
             let mut opts = options(&model_dir, &out, &data, mode);
-            if mode == Mode::Pooler {
+            if mode == Method::Pooler {
                 // A random tiny model's CLS state carries little of the text at first: the
                 // pooler needs a few more steps than the pooled modes.
                 opts.max_steps = Some(160);
             }
             let head = |fresh: bool| match (mode, fresh) {
-                (Mode::Pooler, true) => HeadSetup::Fresh {
+                (Method::Pooler, true) => HeadSetup::Fresh {
                     dim: 16,
                     seed: opts.seed,
                 },
-                (Mode::Pooler, false) => HeadSetup::FromCheckpoint,
+                (Method::Pooler, false) => HeadSetup::FromCheckpoint,
                 _ => HeadSetup::None,
             };
             let before = TrainableModel::load(&model_dir, None, 16, head(true)).unwrap();
@@ -733,7 +739,7 @@ mod tests {
                 .encode(&texts, &[encoder.depth()])
                 .unwrap()
                 .remove(0);
-            assert_eq!(encoded.cols, if mode == Mode::Pooler { 16 } else { 32 });
+            assert_eq!(encoded.cols, if mode == Method::Pooler { 16 } else { 32 });
             for (i, row) in trained.iter().enumerate() {
                 assert!(cosine(row, encoded.row(i)) > 0.9999, "{mode}: text {i}");
             }
@@ -767,7 +773,7 @@ mod tests {
         };
         let trained = |name: &str, distill_weight: f64, embedding_distill_weight: f64| {
             let out = dir.path().join(name);
-            let mut opts = options(&model_dir, &out, &data, Mode::Ese);
+            let mut opts = options(&model_dir, &out, &data, Method::Ese);
             opts.objective.distill_weight = distill_weight;
             opts.objective.embedding_distill_weight = embedding_distill_weight;
             train(&opts).unwrap();
@@ -801,7 +807,7 @@ mod tests {
             embeddings[1]
         );
         for (flag, weights) in [("similarities", (1.0, 0.0)), ("embeddings", (0.0, 1.0))] {
-            let mut opts = options(&model_dir, &dir.path().join("raw"), &data, Mode::Raw);
+            let mut opts = options(&model_dir, &dir.path().join("raw"), &data, Method::Raw);
             (
                 opts.objective.distill_weight,
                 opts.objective.embedding_distill_weight,
@@ -816,11 +822,11 @@ mod tests {
         let model_dir = tiny_model(dir.path(), true);
         let data = synthetic_triplets(dir.path(), 64);
         let first = dir.path().join("pooler");
-        let mut opts = options(&model_dir, &first, &data, Mode::Pooler);
+        let mut opts = options(&model_dir, &first, &data, Method::Pooler);
         opts.max_steps = Some(4);
         train(&opts).unwrap();
         let second = dir.path().join("pooler-2step");
-        let mut opts = options(&first, &second, &data, Mode::Pooler);
+        let mut opts = options(&first, &second, &data, Method::Pooler);
         opts.two_step = true;
         opts.max_steps = Some(4);
         train(&opts).unwrap();
@@ -834,7 +840,7 @@ mod tests {
             &model_dir,
             &dir.path().join("bad"),
             &dir.path().join("train.jsonl"),
-            Mode::Pooler,
+            Method::Pooler,
         );
         bad.two_step = true;
         assert!(train(&bad).unwrap_err().to_string().contains("--two-step"));
@@ -921,11 +927,11 @@ mod tests {
         let model_dir = tiny_model(dir.path(), true);
         let data = synthetic_triplets(dir.path(), 64);
         let straight = dir.path().join("straight");
-        train(&options(&model_dir, &straight, &data, Mode::Ese)).unwrap();
+        train(&options(&model_dir, &straight, &data, Method::Ese)).unwrap();
 
         // Leave a run that stopped after its step-10 checkpoint: same settings, then resume.
         let resumed = dir.path().join("resumed");
-        let mut first = options(&model_dir, &resumed, &data, Mode::Ese);
+        let mut first = options(&model_dir, &resumed, &data, Method::Ese);
         first.checkpoint_every = 10;
         first.pause_after = Some(10);
         let paused = train(&first).unwrap();
