@@ -8,7 +8,7 @@ use clap::Args;
 use rag::encoder::Pooling;
 use rag::eval::sts;
 use rag::progress::ProgressMode;
-use rag::train::loss::{AngleLoss, Mode as TrainMode, Objective};
+use rag::train::loss::{AngleLoss, Method, Objective};
 use rag::train::{self, data, TrainOptions};
 
 use super::flags::{DataArgs, DEFAULT_MODEL_DIR};
@@ -97,8 +97,8 @@ pub struct TrainArgs {
 /// What the training minimises.
 #[derive(Args, Debug)]
 pub struct ObjectiveArgs {
-    #[arg(long, value_enum, default_value_t = TrainMode::Ese)]
-    pub mode: TrainMode,
+    #[arg(long, value_enum, default_value_t = Method::Ese)]
+    pub mode: Method,
     /// ESE's k: the size shallow layers and the compression target are trained at.
     #[arg(long, default_value_t = 128)]
     pub compression_size: usize,

@@ -2,7 +2,7 @@
 //! pooled, and truncated to a chosen number of dimensions (the ESE way).
 
 pub mod bert;
-pub mod dense;
+pub mod dense_head;
 mod gemm;
 mod kernels;
 pub mod pooling;
@@ -14,11 +14,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationParams};
 
 pub use bert::{BertModel, Config};
-pub use dense::DenseHead;
+pub use dense_head::DenseHead;
+pub use gemm::Precision;
 pub use pooling::Pooling;
 
 use crate::files;
@@ -36,37 +37,6 @@ pub struct EncoderOptions {
     /// Largest number of sequences in one forward pass.
     pub batch_size: Option<usize>,
     pub precision: Precision,
-}
-
-/// The arithmetic of the inference projections (the GEMMs, about two thirds of encoding).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    /// Exact: matches the reference implementation to a cosine of 0.9999.
-    #[default]
-    F32,
-    /// Weights per output column and activations per token in 8-bit integers (AVX-512 VNNI):
-    /// faster, at a small cost in agreement with f32.
-    Int8,
-}
-
-impl Precision {
-    /// Whether this CPU can encode at this precision.
-    pub fn available(self) -> bool {
-        match self {
-            Self::F32 => true,
-            Self::Int8 => gemm::int8_supported(),
-        }
-    }
-
-    /// The fastest precision this CPU can encode at: int8 where it has AVX-512 VNNI, else f32.
-    pub fn fastest_available() -> Self {
-        if Self::Int8.available() {
-            Self::Int8
-        } else {
-            Self::F32
-        }
-    }
 }
 
 pub const DEFAULT_BATCH_SIZE: usize = 64;
@@ -204,7 +174,7 @@ impl Encoder {
         let mut model = BertModel::load(vb, &config, options.max_layers)
             .with_context(|| format!("loading BERT weights from {}", weights_path.display()))?;
         model.prepare_inference(options.precision)?;
-        let head = dense::find(model_dir)?
+        let head = dense_head::find(model_dir)?
             .map(|dir| DenseHead::read(&dir, &device))
             .transpose()?;
         if let Some(head) = &head {

@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use tokenizers::Tokenizer;
 
-use crate::encoder::dense::{self, DenseConfig, DenseHead};
+use crate::encoder::dense_head::{self, DenseConfig, DenseHead};
 use crate::encoder::{self, BatchInputs, BertModel, Config, Pooling};
 use crate::rng::Rng;
 
@@ -137,7 +137,7 @@ impl TrainableModel {
                     in_features: config.hidden_size,
                     out_features: dim,
                     bias: true,
-                    activation_function: dense::IDENTITY.to_string(),
+                    activation_function: dense_head::IDENTITY.to_string(),
                 };
                 (
                     Some((
@@ -148,7 +148,7 @@ impl TrainableModel {
                 )
             }
             HeadSetup::FromCheckpoint => {
-                let dir = dense::find(model_dir)?.ok_or_else(|| {
+                let dir = dense_head::find(model_dir)?.ok_or_else(|| {
                     anyhow!("{}: --two-step needs a model trained with --mode pooler (it has no Dense module)", model_dir.display())
                 })?;
                 let head_config: DenseConfig = crate::files::read_json(&dir.join("config.json"))?;

@@ -1,5 +1,6 @@
 //! What training leaves on disk: checkpoints to resume from, and the finished model in the
-//! Hugging Face / sentence-transformers layout that `rag index --model DIR` loads unchanged.
+//! Hugging Face / sentence-transformers layout that `rag index --model DIR` loads unchanged,
+//! with its model card.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,9 +10,10 @@ use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::loss::Method;
 use super::model::TrainableModel;
 use super::optim::AdamW;
-use super::RunRecord;
+use super::{RunRecord, TrainSummary};
 use crate::encoder::Pooling;
 use crate::files;
 
@@ -160,4 +162,77 @@ pub fn install_model(out_dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> 
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     replace_dir(out_dir, fill)
+}
+
+/// The model card's heading and training table; evaluations are appended under it.
+pub(super) fn model_card(record: &RunRecord, summary: &TrainSummary) -> String {
+    let data: Vec<String> = record
+        .data
+        .iter()
+        .map(|d| format!("{} ({} examples)", d.source.path().display(), d.examples))
+        .collect();
+    let mode = match record.objective.mode {
+        Method::Ese => {
+            let objective = &record.objective;
+            let mut settings = vec![format!("compression size {}", objective.compression_size)];
+            if objective.shallow_weight != 1.0 {
+                settings.push(format!(
+                    "shallow layers weighted x{}",
+                    objective.shallow_weight
+                ));
+            }
+            if objective.distill_weight > 0.0 {
+                settings.push(format!(
+                    "similarity distillation x{}",
+                    objective.distill_weight
+                ));
+            }
+            if objective.embedding_distill_weight > 0.0 {
+                settings.push(format!(
+                    "embedding distillation x{}",
+                    objective.embedding_distill_weight
+                ));
+            }
+            format!("ese ({})", settings.join(", "))
+        }
+        Method::Pooler => format!(
+            "pooler ({} dims{})",
+            record.pooler_dim.unwrap_or(0),
+            if record.two_step { ", two-step" } else { "" }
+        ),
+        other => other.to_string(),
+    };
+    format!(
+        "# {name}\n\nTrained by `rag train` from `{base}`.\n\n\
+         | setting | value |\n| --- | --- |\n\
+         | mode | {mode} |\n| pooling | {pooling} |\n| data | {data} |\n\
+         | steps | {steps} (batch {batch} x accumulation {accum}, {epochs} epoch(s)) |\n\
+         | learning rate | {lr} (warm-up {warmup} steps, linear decay) |\n| max length | {max_len} |\n| seed | {seed} |\n\
+         | time | {seconds:.0} s ({rate:.1} examples/s) |\n| final loss | {loss:.4} |\n",
+        name = summary.out_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        base = record.base_model,
+        pooling = record.pooling,
+        data = data.join(", "),
+        steps = record.steps,
+        batch = record.batch_size,
+        accum = record.grad_accum,
+        epochs = record.epochs,
+        lr = record.lr,
+        warmup = record.warmup_steps,
+        max_len = record.max_len,
+        seed = record.seed,
+        seconds = summary.seconds,
+        rate = summary.examples_per_second,
+        loss = summary.final_loss,
+    )
+}
+
+/// Appends an evaluation section (markdown) to a trained model's card.
+pub fn append_to_model_card(model_dir: &Path, section: &str) -> Result<()> {
+    let path = model_dir.join("README.md");
+    let mut card =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    card.push('\n');
+    card.push_str(section);
+    files::write_atomic(&path, card.as_bytes())
 }

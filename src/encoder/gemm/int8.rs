@@ -1,0 +1,380 @@
+//! The int8 kernel family, where the CPU has AVX-512 VNNI: one `vpdpbusd` does 64 multiply-adds
+//! where an FMA does 16, and the weights take a quarter of the memory. Weights are quantized
+//! per output column at load, activations per row at each call (both symmetric), and the
+//! integer sums are scaled back to f32 before the same epilogues as the f32 kernel's.
+
+use candle_core::{bail, Result, Tensor};
+use rayon::prelude::*;
+
+use super::{PackedLinear, Source, Tile, Weights, PANEL, VECS};
+
+/// Input features per `vpdpbusd` lane: the int8 layouts go in groups of this many.
+pub(super) const QUAD: usize = 4;
+/// Input values from which a call quantizes its rows on all threads, in chunks of this many rows.
+const QUANT_PARALLEL_VALUES: usize = 32 * 1024;
+const QUANT_CHUNK_ROWS: usize = 8;
+/// The widest int8 input: its sums of up to 255 x 127 per feature still fit an i32, so the
+/// int8 kernel needs no depth blocks.
+const MAX_INT8_IN: usize = 4096;
+
+/// One int8 weight panel row: 4 consecutive input features for each of 64 output columns,
+/// column by column (`[c * 4 + feature]`), the order `vpdpbusd` multiplies them in.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct QuadRow([i8; QUAD * PANEL]);
+
+/// Whether this CPU runs the int8 kernel ([`PackedLinear::new_int8`]).
+pub fn int8_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The symmetric int8 scale of values whose largest magnitude is `max_abs`, and its inverse,
+/// which quantizes (`round(v * inverse)`); both zero for all-zero values, which then quantize
+/// to zero and scale back to zero.
+fn int8_scales(max_abs: f32) -> (f32, f32) {
+    if max_abs > 0.0 {
+        (max_abs / 127.0, 127.0 / max_abs)
+    } else {
+        (0.0, 0.0)
+    }
+}
+
+pub(super) struct Int8Weights {
+    /// `[panel][in_dim / 4, rounded up]`, zero beyond `in_dim` and `out_dim`.
+    pub(super) panels: Vec<QuadRow>,
+    /// Per output column, zero beyond `out_dim`.
+    pub(super) scales: Vec<f32>,
+    /// Per output column, the sum of its quantized weights: the activations go to the kernel
+    /// offset by 128 (`vpdpbusd` takes them unsigned), which adds 128 times this to the sums.
+    pub(super) col_sums: Vec<i32>,
+}
+
+impl PackedLinear {
+    /// Like [`Self::new`], with the weights quantized to int8 per output column; each call
+    /// quantizes its input rows likewise. Needs [`int8_supported`] and `in <= 4096`.
+    pub fn new_int8(weight: &Tensor, bias: &Tensor) -> Result<Self> {
+        if !int8_supported() {
+            bail!("int8 projections need AVX-512 VNNI, which this CPU lacks");
+        }
+        let (in_dim, weight, bias) = Self::load(weight, bias)?;
+        if in_dim > MAX_INT8_IN {
+            bail!("int8 projections take at most {MAX_INT8_IN} features, not {in_dim}");
+        }
+        let quads = in_dim.div_ceil(QUAD);
+        let mut panels = vec![QuadRow([0; QUAD * PANEL]); bias.len() / PANEL * quads];
+        let mut scales = vec![0.0; bias.len()];
+        let mut col_sums = vec![0; bias.len()];
+        for (o, row) in weight.iter().enumerate() {
+            let (panel, lane) = (o / PANEL, o % PANEL);
+            let (scale, inverse) = int8_scales(row.iter().fold(0.0, |m, w| w.abs().max(m)));
+            scales[o] = scale;
+            for (i, &w) in row.iter().enumerate() {
+                let q = (w * inverse).round_ties_even().clamp(-127.0, 127.0) as i8;
+                panels[panel * quads + i / QUAD].0[lane * QUAD + i % QUAD] = q;
+                col_sums[o] += i32::from(q);
+            }
+        }
+        Ok(Self {
+            in_dim,
+            out_dim: weight.len(),
+            weights: Weights::Int8(Int8Weights {
+                panels,
+                scales,
+                col_sums,
+            }),
+            bias,
+        })
+    }
+}
+
+/// Input rows quantized for the int8 kernel.
+pub(super) struct Int8Rows {
+    /// `[row][stride]`: each value `q + 128` for its quantized `q` in `-127..=127`, since
+    /// `vpdpbusd` takes this side unsigned; the padding is 128 (zero).
+    pub(super) bytes: Vec<u8>,
+    /// `in_dim` rounded up to whole quads, so that each quad is one aligned 4-byte broadcast.
+    pub(super) stride: usize,
+    /// Per row.
+    pub(super) scales: Vec<f32>,
+}
+
+impl Int8Rows {
+    /// SAFETY: needs `int8_supported()`.
+    pub(super) unsafe fn new(xs: &[f32], in_dim: usize) -> Self {
+        let stride = in_dim.next_multiple_of(QUAD);
+        let rows = xs.len() / in_dim;
+        let mut bytes = vec![128; rows * stride];
+        let mut scales = vec![0.0; rows];
+        let quantize = |(xs, (bytes, scales)): (&[f32], (&mut [u8], &mut [f32]))| {
+            let rows = xs.chunks_exact(in_dim).zip(bytes.chunks_exact_mut(stride));
+            for ((x, q), scale) in rows.zip(scales) {
+                // SAFETY: as for `new`; `q` is at least as long as `x`.
+                *scale = unsafe { quantize_row(x, q) };
+            }
+        };
+        // A question's few rows of 384 are quicker done here than handed to the pool; from
+        // 32 rows of 1536 on, splitting them saved about a fifth of the whole call.
+        if rows * in_dim >= QUANT_PARALLEL_VALUES {
+            let bytes = bytes.par_chunks_mut(QUANT_CHUNK_ROWS * stride);
+            let chunks = bytes.zip(scales.par_chunks_mut(QUANT_CHUNK_ROWS));
+            xs.par_chunks(QUANT_CHUNK_ROWS * in_dim)
+                .zip(chunks)
+                .for_each(quantize);
+        } else {
+            quantize((xs, (&mut bytes, &mut scales)));
+        }
+        Self {
+            bytes,
+            stride,
+            scales,
+        }
+    }
+}
+
+/// Quantizes `x` into the first `x.len()` bytes of `q` (see [`Int8Rows::bytes`]); returns the
+/// scale.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn quantize_row(x: &[f32], q: &mut [u8]) -> f32 {
+    use std::arch::x86_64::*;
+    let lanes = |n: usize| -> __mmask16 {
+        match n {
+            n if n >= 16 => !0,
+            n => (1 << n) - 1,
+        }
+    };
+    let load = |first: usize, n: usize| _mm512_maskz_loadu_ps(lanes(n), x.as_ptr().add(first));
+    // The largest magnitude as the largest sign-cleared bit pattern: an integer max takes one
+    // cycle where a float max takes four, and one running max is then no bottleneck.
+    let mut max = _mm512_setzero_si512();
+    let mut fold = |first, n| {
+        let bits = _mm512_castps_si512(load(first, n));
+        max = _mm512_max_epu32(max, _mm512_and_si512(bits, _mm512_set1_epi32(i32::MAX)));
+    };
+    let whole = x.len() / 16 * 16;
+    (0..whole).step_by(16).for_each(|first| fold(first, 16));
+    fold(whole, x.len() - whole);
+    let (scale, inverse) = int8_scales(f32::from_bits(_mm512_reduce_max_epu32(max)));
+    let inverse = _mm512_set1_ps(inverse);
+    // Saturating packs narrow four vectors to bytes in fewer instructions than four `vpmovdb`
+    // (the conversion and narrowing were most of this pass's time); they interleave the four
+    // by 128-bit lane, which this permutation undoes. Finite values are within -127..=127
+    // already; the packs keep anything else (a NaN) in byte range.
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let q = q.as_mut_ptr();
+    let narrow = |first: usize, n: usize| {
+        let v: [__m512i; 4] = std::array::from_fn(|k| {
+            const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+            let v = load(first + 16 * k, n.saturating_sub(16 * k));
+            _mm512_cvt_roundps_epi32::<NEAREST>(_mm512_mul_ps(v, inverse))
+        });
+        let bytes = _mm512_packs_epi16(
+            _mm512_packs_epi32(v[0], v[1]),
+            _mm512_packs_epi32(v[2], v[3]),
+        );
+        let bytes = _mm512_xor_si512(
+            _mm512_permutexvar_epi32(order, bytes),
+            _mm512_set1_epi8(i8::MIN),
+        );
+        let mask = if n >= 64 { !0 } else { (1 << n) - 1 };
+        _mm512_mask_storeu_epi8(q.add(first).cast(), mask, bytes);
+    };
+    let whole = x.len() / 64 * 64;
+    (0..whole).step_by(64).for_each(|first| narrow(first, 64));
+    if whole < x.len() {
+        narrow(whole, x.len() - whole);
+    }
+    scale
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn quantize_row(_: &[f32], _: &mut [u8]) -> f32 {
+    unreachable!("int8 projections are only built where int8_supported() holds")
+}
+
+/// Pointers to a tile's int8 inputs, all of their features.
+pub(super) struct Int8Source {
+    pub(super) xs: *const u8,
+    pub(super) stride: usize,
+    /// The tile's first row's.
+    pub(super) x_scales: *const f32,
+    /// The panel's first row.
+    pub(super) weights: *const QuadRow,
+    pub(super) quads: usize,
+    /// The panel's first column's.
+    pub(super) w_scales: *const f32,
+    pub(super) col_sums: *const i32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Source for Int8Source {
+    /// Stores `s_x * s_w * (sum - 128 * col_sum)`: the sums in f32, short of the bias.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[inline(never)]
+    unsafe fn accumulate<const R: usize>(tile: &Tile<Self>) {
+        use std::arch::x86_64::*;
+        let s = &tile.source;
+        let mut acc = [[_mm512_setzero_si512(); VECS]; R];
+        for quad in 0..s.quads {
+            let w = s.weights.add(quad).cast::<__m512i>();
+            let wv = [
+                _mm512_load_si512(w),
+                _mm512_load_si512(w.add(1)),
+                _mm512_load_si512(w.add(2)),
+                _mm512_load_si512(w.add(3)),
+            ];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = s.xs.add(r * s.stride + quad * QUAD).cast::<i32>();
+                let x = _mm512_set1_epi32(x.read_unaligned());
+                for (a, &w) in acc.iter_mut().zip(&wv) {
+                    *a = _mm512_dpbusd_epi32(*a, x, w);
+                }
+            }
+        }
+        for v in 0..VECS {
+            let offset = _mm512_slli_epi32::<7>(_mm512_loadu_si512(s.col_sums.add(v * 16).cast()));
+            let w_scale = _mm512_loadu_ps(s.w_scales.add(v * 16));
+            for (r, acc) in acc.iter().enumerate() {
+                let scale = _mm512_mul_ps(_mm512_set1_ps(*s.x_scales.add(r)), w_scale);
+                let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[v], offset));
+                let at = tile.out.add(r * tile.out_dim + v * 16);
+                _mm512_mask_storeu_ps(at, tile.lanes(v * 16), _mm512_mul_ps(sum, scale));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{epilogue_cases, exact, random};
+    use super::*;
+    use crate::encoder::kernels::tests::max_abs_diff;
+    use candle_core::Device;
+
+    /// `x W^T + b` computed the int8 way in plain scalar code: `x`'s rows and `W`'s rows
+    /// quantized as the layer does, then exact integer dot products (no zero-point offset).
+    fn int8_reference(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+        fn quantize(values: &[f32]) -> (f64, Vec<i64>) {
+            let max = values.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let inverse = if max > 0.0 { 127.0 / max } else { 0.0 };
+            let q = values
+                .iter()
+                .map(|v| (v * inverse).round_ties_even().clamp(-127.0, 127.0) as i64);
+            (f64::from(max / 127.0), q.collect())
+        }
+        let w: Vec<_> = w
+            .to_vec2::<f32>()
+            .unwrap()
+            .iter()
+            .map(|r| quantize(r))
+            .collect();
+        let b = b.to_vec1::<f32>().unwrap();
+        let x = x.to_vec2::<f32>().unwrap();
+        let mut out = Vec::new();
+        for row in &x {
+            let (x_scale, qx) = quantize(row);
+            for ((w_scale, qw), &b) in w.iter().zip(&b) {
+                let dot: i64 = qx.iter().zip(qw).map(|(a, b)| a * b).sum();
+                out.push((x_scale * w_scale * dot as f64 + f64::from(b)) as f32);
+            }
+        }
+        Tensor::from_vec(out, (x.len(), b.len()), &Device::Cpu).unwrap()
+    }
+
+    /// The int8 path against the same quantization done in scalar code: it must agree to
+    /// rounding, so a wrong panel layout, padding or zero-point correction shows. Same shapes
+    /// as the f32 test (inputs not a multiple of 4 wide among them), plus a feed-forward-wide
+    /// input, an all-zero input row and an all-zero weight row.
+    #[test]
+    fn int8_projection_matches_scalar_quantized_reference() {
+        if !int8_supported() {
+            eprintln!("SKIP: this CPU has no AVX-512 VNNI; the int8 GEMM is not used here");
+            return;
+        }
+        for (rows, in_dim, out_dim) in [
+            (1, 7, 5),
+            (5, 33, 70),
+            (13, 64, 64),
+            (250, 96, 136),
+            (601, 40, 200),
+            (37, 1536, 70),
+        ] {
+            let mut x = random((rows, in_dim), rows as u64);
+            if rows > 1 {
+                let zeros = Tensor::zeros((1, in_dim), candle_core::DType::F32, &Device::Cpu);
+                x = x.slice_assign(&[1..2, 0..in_dim], &zeros.unwrap()).unwrap();
+            }
+            let zeros = Tensor::zeros((1, in_dim), candle_core::DType::F32, &Device::Cpu);
+            let w = random((out_dim, in_dim), 7)
+                .slice_assign(&[2..3, 0..in_dim], &zeros.unwrap())
+                .unwrap();
+            let b = random((1, out_dim), 9).squeeze(0).unwrap();
+            let packed = PackedLinear::new_int8(&w, &b).unwrap();
+            let linear = int8_reference(&x, &w, &b);
+            let residual = random((rows, out_dim), 11);
+            for (ours, theirs) in epilogue_cases(&packed, &x, &linear, &residual) {
+                assert_eq!(ours.dims(), theirs.dims());
+                let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let theirs = theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                        "{rows}x{in_dim}->{out_dim}: element {i} is {a}, expected {b}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// What the quantization costs: on random data, the int8 projection within 2% of the
+    /// largest output of the f32 one, each row pointing the same way.
+    #[test]
+    fn int8_projection_is_close_to_f32() {
+        if !int8_supported() {
+            eprintln!("SKIP: this CPU has no AVX-512 VNNI; the int8 GEMM is not used here");
+            return;
+        }
+        for (rows, in_dim, out_dim) in [(64, 384, 384), (30, 1536, 384), (7, 384, 1536)] {
+            let x = random((rows, in_dim), 3);
+            let w = random((out_dim, in_dim), 5);
+            let b = random((1, out_dim), 6).squeeze(0).unwrap();
+            let ours = PackedLinear::new_int8(&w, &b).unwrap().forward(&x).unwrap();
+            let exact = exact(&x, &w, &b);
+            let largest = exact.abs().unwrap().max_all().unwrap();
+            let largest = largest.to_scalar::<f32>().unwrap();
+            let diff = max_abs_diff(&ours, &exact);
+            assert!(
+                diff < 0.02 * largest,
+                "{rows}x{in_dim}->{out_dim}: max diff {diff}"
+            );
+            let ours = ours.to_vec2::<f32>().unwrap();
+            for (r, (a, b)) in ours.iter().zip(exact.to_vec2::<f32>().unwrap()).enumerate() {
+                let cosine = crate::vectors::cosine(a, &b);
+                assert!(
+                    cosine >= 0.999,
+                    "{rows}x{in_dim}->{out_dim}: row {r} cosine {cosine}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn int8_inputs_too_wide_for_i32_sums_are_an_error() {
+        if !int8_supported() {
+            eprintln!("SKIP: this CPU has no AVX-512 VNNI");
+            return;
+        }
+        let b = random((1, 8), 2).squeeze(0).unwrap();
+        assert!(PackedLinear::new_int8(&random((8, MAX_INT8_IN), 1), &b).is_ok());
+        assert!(PackedLinear::new_int8(&random((8, MAX_INT8_IN + 1), 1), &b).is_err());
+    }
+}

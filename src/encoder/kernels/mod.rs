@@ -1,0 +1,72 @@
+//! Fused CPU kernels, as candle custom ops: [`math`] holds the exp / erf / GELU approximations
+//! they share, [`inference`] the forward-only ops of the encoder's fast path, [`differentiable`]
+//! the ops training runs backward through.
+
+mod differentiable;
+mod inference;
+mod math;
+
+use candle_core::{bail, CpuStorage, Layout, Result};
+
+pub use differentiable::{gelu_train, layer_norm, softmax_train};
+pub use inference::{attention, bias_gelu};
+#[cfg(target_arch = "x86_64")]
+pub(super) use math::vector::gelu_lanes;
+
+pub(super) fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
+    let data = storage.as_slice::<f32>()?;
+    match layout.contiguous_offsets() {
+        Some((start, end)) => Ok(&data[start..end]),
+        None => bail!("fused kernels need contiguous f32 input"),
+    }
+}
+
+/// Defines `$name(args)` that runs `$body` compiled for AVX-512 or AVX2+FMA when the CPU has
+/// them (the crate itself targets baseline x86-64), so the loops inside vectorise wide. The body
+/// is instantiated inside each `target_feature` function rather than called through a closure:
+/// a closure the inliner declines would run at baseline width.
+macro_rules! multiversion {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                unsafe fn avx512($($arg: $ty),*) $body
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) $body
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports the enabled features (checked just above).
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: as above.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body
+        }
+    };
+}
+
+/// Lets the kernel modules write `multiversion! { .. }`.
+use multiversion;
+
+#[cfg(test)]
+pub(super) mod tests {
+    use candle_core::Tensor;
+
+    /// The largest element-wise difference of two same-shaped tensors.
+    pub(in crate::encoder) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+}
