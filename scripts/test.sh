@@ -30,6 +30,8 @@ RAG_SKIP_LOG=$(mktemp)
 results=$(mktemp)
 export RAG_SKIP_LOG
 trap 'rm -f "$RAG_SKIP_LOG" "$results"' EXIT
+# The library builds without the command line (clap and its derives are behind `cli`).
+cargo check --release --lib --no-default-features --quiet
 set +e
 cargo test --release "$@" 2>&1 | tee "$results"
 status=${PIPESTATUS[0]}

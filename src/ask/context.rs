@@ -69,7 +69,7 @@ impl std::fmt::Display for SentenceWeights {
 
 /// A paragraph cut into sentences, with each sentence's score.
 #[derive(Debug, Clone)]
-pub struct Scored<'p> {
+pub struct ScoredParagraph<'p> {
     pub paragraph: &'p Paragraph,
     pub sentences: Vec<Range<usize>>,
     pub scores: Vec<f32>,
@@ -142,7 +142,7 @@ pub fn sentence_score(
 /// tokenize differently together, the rendered context is measured at the end and the weakest
 /// kept sentences are dropped until it fits: the budget is never exceeded.
 pub fn select(
-    scored: &[Scored],
+    scored: &[ScoredParagraph],
     budget: usize,
     count: impl Fn(&str) -> usize,
     measure: impl Fn(&[Paragraph]) -> usize,
@@ -204,7 +204,7 @@ pub fn select(
 }
 
 /// The kept sentences of each paragraph that has any, joined in document order.
-fn render(scored: &[Scored], kept: &[Vec<bool>]) -> Vec<Paragraph> {
+fn render(scored: &[ScoredParagraph], kept: &[Vec<bool>]) -> Vec<Paragraph> {
     scored
         .iter()
         .zip(kept)
@@ -255,11 +255,11 @@ mod tests {
         ]
     }
 
-    fn scored<'p>(paragraphs: &'p [Paragraph], scores: &[&[f32]]) -> Vec<Scored<'p>> {
+    fn scored<'p>(paragraphs: &'p [Paragraph], scores: &[&[f32]]) -> Vec<ScoredParagraph<'p>> {
         paragraphs
             .iter()
             .zip(scores)
-            .map(|(p, s)| Scored {
+            .map(|(p, s)| ScoredParagraph {
                 paragraph: p,
                 sentences: sentences::split(&p.text),
                 scores: s.to_vec(),

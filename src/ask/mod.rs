@@ -15,7 +15,7 @@ use crate::corpus::Paragraph;
 use crate::generate::{Generation, Generator, PromptSpec};
 use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
-use context::{Scored, SentenceWeights};
+use context::{ScoredParagraph, SentenceWeights};
 
 /// Token budget of the selected sentences unless `--context-tokens` says otherwise (chosen on
 /// the fullwiki questions, eval/answers/).
@@ -298,7 +298,7 @@ impl<'a> Pipeline<'a> {
         let vectors = encoder.encode(&refs, &[layers])?.remove(0);
         let words = context::content_words(question);
         let mut row = 1;
-        let scored: Vec<Scored> = paragraphs
+        let scored: Vec<ScoredParagraph> = paragraphs
             .iter()
             .zip(&sentences)
             .enumerate()
@@ -321,7 +321,7 @@ impl<'a> Pipeline<'a> {
                     })
                     .collect();
                 row += ranges.len();
-                Scored {
+                ScoredParagraph {
                     paragraph: p,
                     sentences: ranges.clone(),
                     scores,

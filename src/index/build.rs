@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions, FORMAT_VERSION};
-use super::manifest::{Reduction, REDUCED_FORMAT_VERSION};
+use super::manifest::{StoredReduction, REDUCED_FORMAT_VERSION};
 use super::{bm25, create_dir, dense_file, pca_file, DenseIndex, Pca, PcaSpec};
 use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
@@ -67,7 +67,7 @@ pub struct BuildSummary {
     pub layers: Vec<usize>,
     pub dim: usize,
     pub stored_dim: usize,
-    pub reduce: Option<Reduction>,
+    pub reduce: Option<StoredReduction>,
     pub resumed_from: u64,
     pub encode_seconds: f64,
     pub paragraphs_per_second: f64,
@@ -204,7 +204,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         };
         build_dense(&work, depth, width, pca.as_ref(), documents)?;
     }
-    let reduce = options.reduce.map(|method| Reduction {
+    let reduce = options.reduce.map(|method| StoredReduction {
         method,
         fitted_on: documents.min(PCA_SAMPLE_LIMIT as u64),
         transforms,

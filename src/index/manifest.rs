@@ -102,7 +102,7 @@ pub struct Manifest {
     /// How the stored vectors were reduced after encoding (`rag index --reduce`); queries are
     /// reduced the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reduce: Option<Reduction>,
+    pub reduce: Option<StoredReduction>,
     /// Every file of the index but this one, by relative path: size and sha256. Empty in an
     /// index from before checksums.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -130,7 +130,7 @@ impl Asker {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reduction {
+pub struct StoredReduction {
     pub method: PcaSpec,
     /// How many vectors each depth's PCA was fitted on: all of the corpus, or an evenly spaced
     /// sample of it when larger.

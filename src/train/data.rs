@@ -64,7 +64,7 @@ impl Example {
 
 /// Where examples come from, as given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Source {
+pub enum DataSource {
     /// An NLI CSV (`premise,hypothesis,label`).
     NliCsv(PathBuf),
     /// JSONL of `{"query","positive"[,"negative"]}` or `{"text1","text2","label"}`.
@@ -73,18 +73,18 @@ pub enum Source {
     CorpusPairs(PathBuf),
 }
 
-impl Source {
+impl DataSource {
     pub fn path(&self) -> &Path {
         match self {
-            Source::NliCsv(p) | Source::Jsonl(p) | Source::CorpusPairs(p) => p,
+            DataSource::NliCsv(p) | DataSource::Jsonl(p) | DataSource::CorpusPairs(p) => p,
         }
     }
 
     pub fn read(&self, limit: usize) -> Result<Vec<Example>> {
         match self {
-            Source::NliCsv(path) => nli_triplets(path, limit),
-            Source::Jsonl(path) => read_jsonl(path, limit),
-            Source::CorpusPairs(path) => corpus_pairs(path, limit),
+            DataSource::NliCsv(path) => nli_triplets(path, limit),
+            DataSource::Jsonl(path) => read_jsonl(path, limit),
+            DataSource::CorpusPairs(path) => corpus_pairs(path, limit),
         }
     }
 }
@@ -94,7 +94,7 @@ pub fn resolve_sources(
     data: &[String],
     corpus: &[PathBuf],
     data_dir: &Path,
-) -> Result<Vec<Source>> {
+) -> Result<Vec<DataSource>> {
     let mut sources = Vec::new();
     for item in data {
         if item == "nli" {
@@ -108,15 +108,15 @@ pub fn resolve_sources(
                 bail!("{}: no NLI CSV files", dir.display());
             }
             csvs.sort();
-            sources.extend(csvs.into_iter().map(Source::NliCsv));
+            sources.extend(csvs.into_iter().map(DataSource::NliCsv));
         } else {
             let path = PathBuf::from(item);
             if !path.is_file() {
                 bail!("training data {} does not exist", path.display());
             }
             match path.extension().and_then(|e| e.to_str()) {
-                Some("csv") => sources.push(Source::NliCsv(path)),
-                Some("jsonl") | Some("json") => sources.push(Source::Jsonl(path)),
+                Some("csv") => sources.push(DataSource::NliCsv(path)),
+                Some("jsonl") | Some("json") => sources.push(DataSource::Jsonl(path)),
                 _ => bail!(
                     "{}: training data must be `nli`, a .csv (premise,hypothesis,label) or a .jsonl",
                     path.display()
@@ -128,7 +128,7 @@ pub fn resolve_sources(
         if !path.is_file() {
             bail!("corpus {} does not exist", path.display());
         }
-        sources.push(Source::CorpusPairs(path.clone()));
+        sources.push(DataSource::CorpusPairs(path.clone()));
     }
     if sources.is_empty() {
         bail!("no training data: pass --data nli, --data FILE or --pairs-from-corpus FILE");
@@ -283,7 +283,7 @@ fn split_first_sentence(text: &str) -> Option<(String, String)> {
 /// (title + first sentence, title + rest of the paragraph) for every distinct paragraph with
 /// more than one sentence: in-domain pairs that need no questions. The positive carries the
 /// title as an indexed document does (HotpotQA Recall@5 at 3 layers / 64 dims 0.169 against
-/// 0.134 with the bare rest, eval/issue4/).
+/// 0.134 with the bare rest; that run is in git history, see eval/training/).
 pub fn corpus_pairs(path: &Path, limit: usize) -> Result<Vec<Example>> {
     let mut seen: HashSet<String> = HashSet::new();
     let mut pairs = Vec::new();

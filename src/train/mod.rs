@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::encoder::Pooling;
 use crate::progress::ProgressMode;
-use data::Source;
+use data::DataSource;
 use loss::{Method, Objective};
 
 pub use output::append_to_model_card;
@@ -31,7 +31,7 @@ pub use trainer::train;
 pub struct TrainOptions {
     pub model_dir: PathBuf,
     pub out_dir: PathBuf,
-    pub sources: Vec<Source>,
+    pub sources: Vec<DataSource>,
     /// Most examples read from each `--data` source.
     pub max_examples: usize,
     /// Most pairs made from each `--pairs-from-corpus` corpus.
@@ -85,7 +85,7 @@ pub struct RunRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DataRecord {
-    pub source: Source,
+    pub source: DataSource,
     pub sha256: String,
     pub examples: usize,
 }

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use serde::Serialize;
 
-use super::data::{self, Example, Source};
+use super::data::{self, DataSource, Example};
 use super::loss::{layer_weight, matryoshka_dims, Layout, Method, Sample};
 use super::model::{HeadSetup, TrainableModel};
 use super::optim::{scheduled_lr, AdamW, AdamWConfig};
@@ -156,7 +156,7 @@ fn read_sources(options: &TrainOptions) -> Result<(Vec<Example>, Vec<DataRecord>
     let mut data = Vec::new();
     for source in &options.sources {
         let limit = match source {
-            Source::CorpusPairs(_) => options.max_corpus_pairs,
+            DataSource::CorpusPairs(_) => options.max_corpus_pairs,
             _ => options.max_examples,
         };
         let read = source.read(limit)?;
@@ -548,7 +548,7 @@ mod tests {
         TrainOptions {
             model_dir: model_dir.to_path_buf(),
             out_dir: out_dir.to_path_buf(),
-            sources: vec![Source::Jsonl(data.to_path_buf())],
+            sources: vec![DataSource::Jsonl(data.to_path_buf())],
             max_examples: usize::MAX,
             max_corpus_pairs: usize::MAX,
             objective: Objective {
@@ -632,7 +632,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model_dir = tiny_model(dir.path(), true);
         let data = synthetic_triplets(dir.path(), 64);
-        let examples = Source::Jsonl(data.clone()).read(usize::MAX).unwrap();
+        let examples = DataSource::Jsonl(data.clone()).read(usize::MAX).unwrap();
         for mode in [
             Method::Raw,
             Method::Mrl,
@@ -701,7 +701,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model_dir = tiny_model(dir.path(), false);
         let data = synthetic_triplets(dir.path(), 64);
-        let examples = Source::Jsonl(data.clone()).read(usize::MAX).unwrap();
+        let examples = DataSource::Jsonl(data.clone()).read(usize::MAX).unwrap();
         let (texts, _) = batch_texts(&examples, &(0..16).collect::<Vec<_>>());
         let base = Encoder::load(&model_dir, &EncoderOptions::default()).unwrap();
         let teacher = teacher_embeddings(&base, &texts, &Device::Cpu).unwrap();
@@ -796,7 +796,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model_dir = tiny_model(dir.path(), false);
         let data = synthetic_triplets(dir.path(), 8);
-        let examples = Source::Jsonl(data).read(usize::MAX).unwrap();
+        let examples = DataSource::Jsonl(data).read(usize::MAX).unwrap();
         let model = TrainableModel::load(&model_dir, None, 16, HeadSetup::None).unwrap();
         let batch: Vec<usize> = (0..4).collect();
         let (texts, layout) = batch_texts(&examples, &batch);

@@ -3,7 +3,7 @@
 
 use candle_core::{Result, Tensor};
 
-use super::{PackedLinear, Source, Tile, Weights, PANEL, VECS};
+use super::{PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
 
 /// One weight panel row: 64 output columns, aligned so that loads never split a cache line.
 #[derive(Clone, Copy)]
@@ -41,7 +41,7 @@ impl PackedLinear {
 }
 
 #[cfg(target_arch = "x86_64")]
-impl Source for F32Source {
+impl PanelSource for F32Source {
     #[target_feature(enable = "avx512f")]
     #[inline(never)]
     unsafe fn accumulate<const R: usize>(tile: &Tile<Self>) {

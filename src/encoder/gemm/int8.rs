@@ -6,7 +6,7 @@
 use candle_core::{bail, Result, Tensor};
 use rayon::prelude::*;
 
-use super::{PackedLinear, Source, Tile, Weights, PANEL, VECS};
+use super::{PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
 
 /// Input features per `vpdpbusd` lane: the int8 layouts go in groups of this many.
 pub(super) const QUAD: usize = 4;
@@ -216,7 +216,7 @@ pub(super) struct Int8Source {
 }
 
 #[cfg(target_arch = "x86_64")]
-impl Source for Int8Source {
+impl PanelSource for Int8Source {
     /// Stores `s_x * s_w * (sum - 128 * col_sum)`: the sums in f32, short of the bias.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     #[inline(never)]

@@ -214,7 +214,7 @@ impl PackedLinear {
     /// Rows `rows` of output panel `panel`, a register tile at a time, each tile reading from
     /// `source(its first row)`; then, on the pass that completes the sums, `finish`.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn tiles<S: Source>(
+    unsafe fn tiles<S: PanelSource>(
         &self,
         rows: std::ops::Range<usize>,
         panel: usize,
@@ -279,7 +279,7 @@ struct Tile<S> {
 }
 
 /// Where a tile's products come from: one kind of weights and input.
-trait Source: Sized {
+trait PanelSource: Sized {
     /// Stores (or adds, for a later block of features) `tile`'s first `R` rows' sums into the
     /// output. On its own, away from the epilogue, so that LLVM keeps all 24 accumulators in
     /// registers: inlined together, it spilled some.
