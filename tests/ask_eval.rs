@@ -76,6 +76,22 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         rag::eval::hotpot::index_with_depths(&options, &[3]).unwrap(),
         dir
     );
+    // Another model's evaluation never reads those vectors: it gets an index of its own.
+    let other_model = tmp.path().join("other-model");
+    TinyBert {
+        seed: 8,
+        ..TinyBert::default()
+    }
+    .write(&other_model)
+    .unwrap();
+    let other =
+        rag::eval::hotpot::index_with_depths(&build_options(&other_model, &corpus, &base), &[3])
+            .unwrap();
+    assert_ne!(other, dir);
+    assert_eq!(
+        rag::index::Manifest::read(&other).unwrap().model.path,
+        other_model
+    );
 
     let retriever = Retriever::open(&dir, None, Precision::F32).unwrap();
     let questions = read_questions(&corpus, usize::MAX).unwrap();

@@ -85,7 +85,7 @@ fn encode(args: BenchEncodeArgs) -> Result<()> {
         corpus: args
             .corpus
             .unwrap_or_else(|| args.data.distractor_questions()),
-        model_dir: args.encoder.model.clone(),
+        model_dir: args.encoder.model_dir(),
         encoder: args.encoder.options(),
         limit: args.limit,
         layers: args.layers.0,

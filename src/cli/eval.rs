@@ -1,6 +1,6 @@
 //! `rag eval`: HotpotQA recall and exact match over depth x size, into a resumable run folder.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -11,7 +11,9 @@ use rag::eval::hotpot::{self, plan, report, Cell, RunConfig, RunOptions};
 use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use rag::progress::ProgressMode;
 
-use super::flags::{ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, NumberList, StrategyArgs};
+use super::flags::{
+    ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, NumberList, StrategyArgs, DEFAULT_MODEL_DIR,
+};
 use super::print_json;
 
 #[derive(Args, Debug)]
@@ -87,9 +89,14 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let (retriever, cells) = if args.oracle {
         (None, vec![Cell::ORACLE])
     } else {
+        let model_dir = plan::model_dir(
+            args.encoder.model.as_deref(),
+            &args.index,
+            Path::new(DEFAULT_MODEL_DIR),
+        );
         let (layers, dims) = plan::grid(
             &args.index,
-            &args.encoder.model,
+            &model_dir,
             args.sweep,
             args.layers.clone().map(|l| l.0),
             args.dims.clone().map(|d| d.0),
@@ -97,7 +104,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         let build = BuildOptions {
             index_dir: args.index.clone(),
             corpus: args.data.hotpot_files(),
-            model_dir: args.encoder.model.clone(),
+            model_dir,
             encoder: args.encoder.options(),
             layers: None,
             dim: None,

@@ -43,7 +43,7 @@ pub struct EvalStsArgs {
 pub fn run(args: EvalStsArgs) -> Result<()> {
     let layers = args.layers.map(|l| l.0);
     let encoder = Encoder::load(
-        &args.encoder.model,
+        &args.encoder.model_dir(),
         &EncoderOptions {
             // Layers deeper than the deepest asked for are never loaded.
             max_layers: layers.as_ref().and_then(|l| l.last().copied()),

@@ -39,9 +39,10 @@ impl DataArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct EncoderArgs {
-    /// A BERT checkpoint directory in the Hugging Face layout.
-    #[arg(long, env = "RAG_MODEL", default_value = DEFAULT_MODEL_DIR)]
-    pub model: PathBuf,
+    /// A BERT checkpoint directory in the Hugging Face layout (default:
+    /// data/models/all-MiniLM-L6-v2; for `rag eval`, the index's own model).
+    #[arg(long, env = "RAG_MODEL")]
+    pub model: Option<PathBuf>,
     /// Pooling (default: what 1_Pooling/config.json says, else CLS).
     #[arg(long, value_enum)]
     pub pooling: Option<Pooling>,
@@ -67,6 +68,13 @@ pub struct PrecisionArg {
 }
 
 impl EncoderArgs {
+    /// The model asked for, else the default one.
+    pub fn model_dir(&self) -> PathBuf {
+        self.model
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL_DIR))
+    }
+
     pub fn options(&self) -> EncoderOptions {
         EncoderOptions {
             pooling: self.pooling,

@@ -68,7 +68,7 @@ pub fn run(args: IndexArgs) -> Result<()> {
     let options = BuildOptions {
         index_dir: args.index.clone(),
         corpus,
-        model_dir: args.encoder.model.clone(),
+        model_dir: args.encoder.model_dir(),
         encoder: args.encoder.options(),
         layers: args.layers.clone().map(|l| l.0),
         dim: args.dim,

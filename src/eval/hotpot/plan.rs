@@ -11,13 +11,36 @@ use crate::index::manifest::Asker;
 use crate::index::{self, BuildOptions, Manifest};
 use crate::retrieve::Mode;
 
-/// An index storing every depth in `depths`: `options.index_dir` when it does, else an
-/// `eval-...` index beside it that does (one already built is reused), built when there is none
-/// with all the depths in one encoding pass. `options` says what to build it from.
+/// The model an evaluation encodes with: the one asked for, else the model `index_dir` was built
+/// with, else `default`.
+pub fn model_dir(asked: Option<&Path>, index_dir: &Path, default: &Path) -> PathBuf {
+    asked.map(Path::to_path_buf).unwrap_or_else(|| {
+        Manifest::read(index_dir).map_or_else(|_| default.to_path_buf(), |m| m.model.path)
+    })
+}
+
+/// The size and sha256 of a model's weights: what tells whether an index was built with it.
+fn weights_identity(model_dir: &Path) -> Result<(u64, String)> {
+    let weights = crate::encoder::weights_file(model_dir)?;
+    let bytes = std::fs::metadata(&weights)
+        .with_context(|| format!("reading {}", weights.display()))?
+        .len();
+    Ok((bytes, crate::files::sha256_file(&weights)?))
+}
+
+/// An index built with `options.model_dir` and storing every depth in `depths`:
+/// `options.index_dir` when it is one, else an `eval-...` index beside it that is (one already
+/// built is reused), built when there is none with all the depths in one encoding pass. An index
+/// of another model is never used: its vectors would not answer for this one.
 pub fn index_with_depths(options: &BuildOptions, depths: &[usize]) -> Result<PathBuf> {
+    let (bytes, sha256) = weights_identity(&options.model_dir)?;
     let covers = |dir: &Path| {
         Manifest::read(dir)
-            .map(|m| depths.iter().all(|d| m.layers.contains(d)))
+            .map(|m| {
+                m.model.weights_bytes == bytes
+                    && m.model.weights_sha256 == sha256
+                    && depths.iter().all(|d| m.layers.contains(d))
+            })
             .unwrap_or(false)
     };
     if covers(&options.index_dir) {
@@ -41,8 +64,9 @@ pub fn index_with_depths(options: &BuildOptions, depths: &[usize]) -> Result<Pat
     let layers: Vec<String> = depths.iter().map(usize::to_string).collect();
     let dir = parent.join(format!("eval-L{}{suffix}", layers.join("-")));
     eprintln!(
-        "{} has no vectors for layers {}: building {} (one encoding pass for all of them)",
+        "{} has no vectors of {} for layers {}: building {} (one encoding pass for all of them)",
         options.index_dir.display(),
+        options.model_dir.display(),
         layers.join(","),
         dir.display()
     );
