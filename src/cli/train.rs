@@ -109,13 +109,13 @@ pub struct ObjectiveArgs {
     /// that will mostly be served at a reduced depth.
     #[arg(long, default_value_t = 1.0)]
     pub shallow_weight: f64,
-    /// With ESE: weight of distilling the base model's full-depth similarities into every layer
-    /// trained, at its trained size (0: the paper's objective). Keeps shallow layers close to a
+    /// Weight of distilling the base model's full-depth similarities into every layer trained,
+    /// at each size it is trained at (0: the paper's objective; any mode but pooler). Keeps shallow layers close to a
     /// base model that already retrieves well, and its last layer from drifting.
     #[arg(long, default_value_t = 0.0)]
     pub distill_weight: f64,
-    /// With ESE: weight of distilling the base model's full-depth embeddings themselves
-    /// (1 - cosine, full width) into every layer trained (0: off). Holds the last layer where
+    /// Weight of distilling the base model's full-depth embeddings themselves (1 - cosine, full
+    /// width) into every layer trained (0: off; any mode but pooler). Holds the last layer where
     /// the base model had it and teaches shallow layers to compute it.
     #[arg(long, default_value_t = 0.0)]
     pub embedding_distill_weight: f64,

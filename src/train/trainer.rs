@@ -84,10 +84,10 @@ fn validate(options: &TrainOptions) -> Result<()> {
             bail!("{flag} must be a number, 0 or more (got {weight})");
         }
     }
-    if objective.needs_teacher() && objective.mode != Method::Ese {
+    if objective.needs_teacher() && objective.mode == Method::Pooler {
         bail!(
-            "--distill-weight and --embedding-distill-weight distil into the layers ESE trains: \
-             use them with --mode ese"
+            "--distill-weight and --embedding-distill-weight distil into the encoder's layers, \
+             which --mode pooler does not train"
         );
     }
     Ok(())
@@ -752,12 +752,20 @@ mod tests {
             embeddings[1]
         );
         for (flag, weights) in [("similarities", (1.0, 0.0)), ("embeddings", (0.0, 1.0))] {
-            let mut opts = options(&model_dir, &dir.path().join("raw"), &data, Method::Raw);
+            let mut opts = options(
+                &model_dir,
+                &dir.path().join("pooler"),
+                &data,
+                Method::Pooler,
+            );
             (
                 opts.objective.distill_weight,
                 opts.objective.embedding_distill_weight,
             ) = weights;
-            assert!(train(&opts).is_err(), "distilling {flag} is an ESE option");
+            assert!(
+                train(&opts).is_err(),
+                "distilling {flag} goes into encoder layers, which the pooler does not train"
+            );
         }
     }
 

@@ -106,13 +106,14 @@ pub struct Objective {
     #[serde(default = "paper_shallow_weight")]
     pub shallow_weight: f64,
     /// Weight of [`similarity_distillation`] from the base model's full-depth embeddings into
-    /// every layer ESE trains, at the sizes it trains them (0: off, the paper's objective).
+    /// every layer the objective trains, at the sizes it trains them (0: off, the paper's
+    /// objective; not for the pooler, whose head is what it trains).
     /// The untrained last layer of a retrieval model is already a good retriever; this hands
     /// its neighbourhoods down to the shallow layers and keeps the last layer near them.
     #[serde(default)]
     pub distill_weight: f64,
     /// Weight of [`embedding_distillation`] from the base model's full-depth embeddings into
-    /// every layer ESE trains, at full width (0: off). On the last layer it holds the base
+    /// every layer the objective trains, at full width (0: off). On the last layer it holds the base
     /// model's embeddings in place; on a shallow layer it teaches the layer to compute them.
     #[serde(default)]
     pub embedding_distill_weight: f64,
@@ -149,7 +150,7 @@ fn first(x: &Tensor, k: usize) -> Result<Tensor> {
 impl Objective {
     /// `layers[i]` is the pooled embedding after layer `i + 1`, `[rows, d]` (for `pooler`, the
     /// head's output as the only layer). `sample` is required by 2DMSE; `teacher` (the base
-    /// model's embeddings of the same rows) by a distilling ESE objective.
+    /// model's embeddings of the same rows) by a distilling objective.
     pub fn loss(
         &self,
         layers: &[Tensor],
@@ -162,41 +163,67 @@ impl Objective {
             .ok_or_else(|| candle_core::Error::Msg("no layers".into()))?;
         let d = last.dim(1)?;
         let angle = |x: &Tensor| self.angle.forward(x, layout);
+        let teacher = match (self.needs_teacher(), teacher) {
+            (false, _) => None,
+            (true, Some(teacher)) => Some(teacher.detach()),
+            (true, None) => {
+                candle_core::bail!("a distilling objective needs the teacher's embeddings")
+            }
+        };
+        // The contrastive term of a layer at the size it is trained at, plus the similarity
+        // distillation at that size where it is on.
+        let express_at = |x: &Tensor| -> Result<Tensor> {
+            let term = angle(x)?;
+            match &teacher {
+                Some(t) if self.distill_weight > 0.0 => {
+                    term + (similarity_distillation(x, t, self.angle.ibn_tau)?
+                        * self.distill_weight)?
+                }
+                _ => Ok(term),
+            }
+        };
+        // A trained layer's terms plus the embedding distillation, at full width whatever sizes
+        // the layer is trained at.
+        let imitate = |x: &Tensor, term: Tensor| -> Result<Tensor> {
+            match &teacher {
+                Some(t) if self.embedding_distill_weight > 0.0 => {
+                    term + (embedding_distillation(x, t)? * self.embedding_distill_weight)?
+                }
+                _ => Ok(term),
+            }
+        };
+        let plain = |total: Tensor| LossValue {
+            total,
+            compress: None,
+        };
         match self.mode {
-            Method::Raw | Method::Pooler => Ok(LossValue {
-                total: angle(last)?,
-                compress: None,
-            }),
+            Method::Raw | Method::Pooler => Ok(plain(imitate(last, express_at(last)?)?)),
             Method::Mrl => {
                 let terms = matryoshka_dims(d)
                     .into_iter()
-                    .map(|m| angle(&first(last, m)?))
+                    .map(|m| express_at(&first(last, m)?))
                     .collect::<Result<Vec<_>>>()?;
-                Ok(LossValue {
-                    total: Tensor::stack(&terms, 0)?.sum(0)?,
-                    compress: None,
-                })
+                Ok(plain(imitate(last, Tensor::stack(&terms, 0)?.sum(0)?)?))
             }
             Method::TwoDmse => {
                 let sample = sample.ok_or_else(|| {
                     candle_core::Error::Msg("2dmse needs a sampled layer and size".into())
                 })?;
-                let last_terms = (angle(last)? + angle(&first(last, sample.dim)?)?)?;
+                let both_sizes = |x: &Tensor| -> Result<Tensor> {
+                    express_at(x)? + express_at(&first(x, sample.dim)?)?
+                };
+                let last_terms = imitate(last, both_sizes(last)?)?;
                 let total = if sample.layer < layers.len() {
                     let shallow = &layers[sample.layer - 1];
-                    let shallow_terms = ((angle(shallow)?
-                        + angle(&first(shallow, sample.dim)?)?)?
-                        / sample.layer as f64)?;
+                    let shallow_terms =
+                        (imitate(shallow, both_sizes(shallow)?)? / sample.layer as f64)?;
                     let kl = (kl_divergence(shallow, &last.detach(), self.kl_temperature)?
                         * self.kl_temperature)?;
                     ((last_terms + shallow_terms)? + kl)?
                 } else {
                     last_terms
                 };
-                Ok(LossValue {
-                    total,
-                    compress: None,
-                })
+                Ok(plain(total))
             }
             Method::Ese => {
                 let k = self.compression_size;
@@ -205,36 +232,8 @@ impl Objective {
                         "--compression-size {k} must be smaller than the embedding size {d}"
                     );
                 }
-                let teacher = match (self.needs_teacher(), teacher) {
-                    (false, _) => None,
-                    (true, Some(teacher)) => Some(teacher.detach()),
-                    (true, None) => {
-                        candle_core::bail!("a distilling objective needs the teacher's embeddings")
-                    }
-                };
                 let compress_at =
                     |x: &Tensor| align(&first(x, k)?, &pca_target(x, k)?, self.kl_temperature);
-                // Learn-to-express, plus the similarity distillation where it is on: each
-                // trained layer at its trained size.
-                let express_at = |x: &Tensor| -> Result<Tensor> {
-                    let term = angle(x)?;
-                    match &teacher {
-                        Some(t) if self.distill_weight > 0.0 => {
-                            term + (similarity_distillation(x, t, self.angle.ibn_tau)?
-                                * self.distill_weight)?
-                        }
-                        _ => Ok(term),
-                    }
-                };
-                // The embedding distillation, at full width whatever size the layer is trained at.
-                let imitate = |x: &Tensor, term: Tensor| -> Result<Tensor> {
-                    match &teacher {
-                        Some(t) if self.embedding_distill_weight > 0.0 => {
-                            term + (embedding_distillation(x, t)? * self.embedding_distill_weight)?
-                        }
-                        _ => Ok(term),
-                    }
-                };
                 let express = imitate(last, (express_at(last)? + express_at(&first(last, k)?)?)?)?;
                 let mut compress = compress_at(last)?;
                 let mut total = express;
@@ -356,6 +355,79 @@ mod tests {
                 (got - expected).abs() < 1e-4,
                 "{weights:?}: {got} vs {expected}"
             );
+        }
+    }
+
+    #[test]
+    fn the_baselines_distil_the_layers_they_train() {
+        let mut rng = crate::rng::Rng::new(11);
+        let mut random = |rows: usize, cols: usize| {
+            let values: Vec<f32> = (0..rows * cols)
+                .map(|_| rng.below(2001) as f32 / 1000.0 - 1.0)
+                .collect();
+            Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap()
+        };
+        let (rows, d) = (6, 16);
+        let layers: Vec<Tensor> = (0..3).map(|_| random(rows, d)).collect();
+        let teacher = random(rows, d);
+        let sample = Sample { layer: 2, dim: 4 };
+        let total = |mode: Method, weights: (f64, f64), teacher: Option<&Tensor>| {
+            let objective = Objective {
+                mode,
+                angle: AngleLoss::default(),
+                compression_size: 4,
+                kl_temperature: 1.0,
+                shallow_weight: 1.0,
+                distill_weight: weights.0,
+                embedding_distill_weight: weights.1,
+            };
+            objective
+                .loss(&layers, &Layout::Triplets, Some(sample), teacher)
+                .map(|v| scalar(&v.total))
+        };
+        let scale = AngleLoss::default().ibn_tau;
+        let distil = |x: &Tensor| scalar(&similarity_distillation(x, &teacher, scale).unwrap());
+        let imitate = |x: &Tensor| scalar(&embedding_distillation(x, &teacher).unwrap());
+        let narrow = |x: &Tensor, m: usize| x.narrow(1, 0, m).unwrap();
+        let (last, shallow) = (&layers[2], &layers[1]);
+        // Per method, by hand: the similarity terms at every size it trains each layer at, the
+        // embedding term once per trained layer (2DMSE's sampled layer weighted 1/layer).
+        let expected = [
+            (Method::Raw, distil(last), imitate(last)),
+            (
+                Method::Mrl,
+                matryoshka_dims(d)
+                    .iter()
+                    .map(|&m| distil(&narrow(last, m)))
+                    .sum(),
+                imitate(last),
+            ),
+            (
+                Method::TwoDmse,
+                distil(last)
+                    + distil(&narrow(last, 4))
+                    + (distil(shallow) + distil(&narrow(shallow, 4))) / 2.0,
+                imitate(last) + imitate(shallow) / 2.0,
+            ),
+        ];
+        for (mode, similarities, embeddings) in expected {
+            let plain = total(mode, (0.0, 0.0), None).unwrap();
+            assert_eq!(total(mode, (0.0, 0.0), Some(&teacher)).unwrap(), plain);
+            assert!(
+                total(mode, (0.5, 0.0), None).is_err(),
+                "{mode}: teacher required"
+            );
+            for (weights, want) in [
+                ((0.5, 0.0), 0.5 * similarities),
+                ((0.0, 2.0), 2.0 * embeddings),
+                ((0.5, 2.0), 0.5 * similarities + 2.0 * embeddings),
+            ] {
+                let got = total(mode, weights, Some(&teacher)).unwrap() - plain;
+                assert!(
+                    (got - want).abs() < 1e-4,
+                    "{mode} {weights:?}: {got} vs {want}"
+                );
+            }
         }
     }
 

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Table 3 of the ESE paper, on this project's runs: exact match (with a 95% bootstrap interval)
+and Recall@5 per model x depth x size, the paper's numbers beneath, retrieval per cell, and a
+paired test of each ESE model against each baseline at each cell (exact McNemar on the
+questions one answers right and the other wrong, and a paired bootstrap interval of the EM
+difference).
+
+    python3 eval/paper_rag/report.py [--runs eval/paper_rag/runs] [--out eval/paper_rag/results.md]
+
+Reads runs/<model>-<setting>/predictions.jsonl as `rag eval` writes them (eval/paper_rag/run.sh);
+a missing or unfinished run shows as such, so the report can be made at any point.
+"""
+import argparse
+import json
+import math
+import random
+from pathlib import Path
+
+MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "raw-paper", "mrl-paper", "2dmse-paper", "ese-paper"]
+# Each ESE model against the baselines trained alike: with the teacher terms, and without.
+PAIRS = [("ese", b) for b in ("raw", "mrl", "2dmse")] + [("ese-paper", f"{b}-paper") for b in ("raw", "mrl", "2dmse")]
+SETTINGS = {
+    "dense": "dense retrieval, the top 5 paragraphs whole (the paper's setting)",
+    "default": "rag's ask pipeline: fusion, two hops, 200 context tokens",
+}
+CELLS = [(6, 384), (6, 64), (3, 384), (3, 64)]
+# The paper's Table 3 (bge-base, LLaMA2-7B, HotpotQA EM), full depth: full size and 64 dims.
+PAPER = {"raw": {(6, 384): 45.06, (6, 64): 29.86}, "mrl": {(6, 384): 45.09, (6, 64): 30.48},
+         "ese": {(6, 384): 45.31, (6, 64): 32.28}}
+RESAMPLES = 2000
+
+
+def load(run_dir):
+    """{cell: {question id: prediction}} of a run, or None when it has not started."""
+    path = run_dir / "predictions.jsonl"
+    if not path.exists():
+        return None
+    cells = {}
+    for line in path.read_text().splitlines():
+        p = json.loads(line)
+        cell = (p["cell"]["layers"], p["cell"]["dim"])
+        cells.setdefault(cell, {})[p["id"]] = p
+    return cells
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def bootstrap(values, rng):
+    """95% percentile interval of the mean of `values` (0/1 or real) over resampled questions."""
+    n = len(values)
+    means = sorted(mean([values[rng.randrange(n)] for _ in range(n)]) for _ in range(RESAMPLES))
+    return means[int(0.025 * RESAMPLES)], means[int(0.975 * RESAMPLES) - 1]
+
+
+def mcnemar(b, c):
+    """Exact two-sided McNemar p: the discordant pairs as a fair coin's b + c tosses."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def em_values(cell):
+    return [1.0 if p["em"] else 0.0 for p in cell.values() if p.get("em") is not None]
+
+
+def recall(cell, k):
+    return mean([p["retrieval"]["recall"][str(k)] for p in cell.values()])
+
+
+def both(cell, k):
+    return mean([1.0 if p["retrieval"]["all_supporting"][str(k)] else 0.0 for p in cell.values()])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", default="eval/paper_rag/runs")
+    ap.add_argument("--out", default="eval/paper_rag/results.md")
+    ap.add_argument("--limit", type=int, default=300, help="questions a finished run answers")
+    args = ap.parse_args()
+    runs = Path(args.runs)
+    rng = random.Random(0)
+    out = ["# The ESE paper's RAG experiment (Table 3), measured", "",
+           f"Made by `python3 eval/paper_rag/report.py` from `{runs}/`; the runs by "
+           "`eval/paper_rag/run.sh`. First "
+           f"{args.limit} distractor questions, default generator. Cells: EM [95% bootstrap "
+           "interval] and Recall@5; `-` not run yet, `(n/N)` unfinished.", ""]
+    head = "| model | " + " | ".join(f"{l} layers / {d} dims" for l, d in CELLS) + " |"
+    rule = "| --- |" + " ---: |" * len(CELLS)
+    missing = []
+    for setting, what in SETTINGS.items():
+        data = {m: load(runs / f"{m}-{setting}") for m in MODELS}
+        out += [f"## {setting}: {what}", "", "### Exact match (Recall@5)", "", head, rule]
+        for m in MODELS:
+            row = []
+            for c in CELLS:
+                cell = (data[m] or {}).get(c)
+                if not cell:
+                    row.append("-")
+                    missing.append(f"{m}-{setting} {c[0]}/{c[1]}")
+                    continue
+                ems = em_values(cell)
+                lo, hi = bootstrap(ems, rng) if ems else (float("nan"),) * 2
+                done = "" if len(cell) >= args.limit else f" ({len(cell)}/{args.limit})"
+                row.append(f"{100 * mean(ems):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] ({recall(cell, 5):.3f}){done}")
+            out.append(f"| {m} | " + " | ".join(row) + " |")
+        if setting == "dense":
+            for m, cells in PAPER.items():
+                out.append(f"| paper: {m.upper()} (bge-base 12 layers / 768 and 64 dims, LLaMA2-7B) | "
+                           + " | ".join(f"{cells[c]:.2f}" if c in cells else "" for c in CELLS) + " |")
+        out += ["", "### Retrieval: R@1 / R@2 / R@5 / R@10, both@5", "", head, rule]
+        for m in MODELS:
+            row = []
+            for c in CELLS:
+                cell = (data[m] or {}).get(c)
+                row.append("-" if not cell else " / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10))
+                           + f", {100 * both(cell, 5):.1f}%")
+            out.append(f"| {m} | " + " | ".join(row) + " |")
+        out += ["", "### ESE against each baseline: EM difference [paired 95% bootstrap], exact McNemar p",
+                "", "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
+        for e, b in PAIRS:
+            row = []
+            for c in CELLS:
+                x, y = (data[e] or {}).get(c), (data[b] or {}).get(c)
+                shared = sorted(set(x or {}) & set(y or {}))
+                shared = [q for q in shared if x[q].get("em") is not None and y[q].get("em") is not None]
+                if not shared:
+                    row.append("-")
+                    continue
+                diffs = [float(x[q]["em"]) - float(y[q]["em"]) for q in shared]
+                lo, hi = bootstrap(diffs, rng)
+                wins = sum(1 for q in shared if x[q]["em"] and not y[q]["em"])
+                losses = sum(1 for q in shared if y[q]["em"] and not x[q]["em"])
+                row.append(f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], p={mcnemar(wins, losses):.3f}")
+            out.append(f"| {e} - {b} | " + " | ".join(row) + " |")
+        maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in MODELS
+                         if (runs / f"{m}-{setting}" / "heatmap.png").exists())
+        out += ["", f"Heatmaps (Recall@5 and EM over layers x dims), one per model: {maps or 'none yet'}", ""]
+    if missing:
+        out += ["## Not measured yet", "", ", ".join(missing), ""]
+    Path(args.out).write_text("\n".join(out))
+    print(f"wrote {args.out} ({len(missing)} cells not measured yet)")
+
+
+if __name__ == "__main__":
+    main()
