@@ -12,7 +12,7 @@ use rag::ask::{AskResult, Pipeline};
 use rag::index;
 use rag::progress::ms_since;
 
-use super::flags::{ContextArgs, GeneratorArgs, PrecisionArg, StrategyArgs};
+use super::flags::{CellArgs, ContextArgs, GeneratorArgs, PrecisionArg, StrategyArgs};
 use super::print_json;
 
 #[derive(Args, Debug)]
@@ -31,12 +31,8 @@ pub struct AskArgs {
     pub strategy: StrategyArgs,
     #[command(flatten)]
     pub context: ContextArgs,
-    /// Depth to query (default: the deepest stored).
-    #[arg(long)]
-    pub layers: Option<usize>,
-    /// Embedding size to query (default: the index's).
-    #[arg(long)]
-    pub dim: Option<usize>,
+    #[command(flatten)]
+    pub cell: CellArgs,
     #[command(flatten)]
     pub generator: GeneratorArgs,
     /// Print the answer's tokens as they come.
@@ -51,8 +47,8 @@ pub fn run(args: AskArgs) -> Result<()> {
     let spec = args.generator.prompt()?;
     let settings = args.context.settings(
         args.strategy.strategy(rag::ask::DEFAULT_STRATEGY)?,
-        args.layers,
-        args.dim,
+        args.cell.layers,
+        args.cell.dim,
     );
     let retriever =
         args.strategy

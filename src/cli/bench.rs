@@ -10,7 +10,7 @@ use rag::corpus::DEFAULT_TEMPLATE;
 use rag::index;
 use rag::retrieve::Mode;
 
-use super::flags::{DataArgs, EncoderArgs, NumberList, PrecisionArg};
+use super::flags::{CellArgs, DataArgs, EncoderArgs, NumberList, PrecisionArg};
 use super::print_json;
 
 #[derive(Subcommand, Debug)]
@@ -65,10 +65,8 @@ pub struct BenchQueryArgs {
     pub hops: u8,
     #[arg(long, short, default_value_t = 5)]
     pub k: usize,
-    #[arg(long)]
-    pub layers: Option<usize>,
-    #[arg(long)]
-    pub dim: Option<usize>,
+    #[command(flatten)]
+    pub cell: CellArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -116,8 +114,8 @@ fn query(args: BenchQueryArgs) -> Result<()> {
         modes: args.modes.clone(),
         hops: args.hops,
         k: args.k,
-        layers: args.layers,
-        dim: args.dim,
+        layers: args.cell.layers,
+        dim: args.cell.dim,
     };
     let result = bench::query_latency(&options)?;
     if args.json {

@@ -87,6 +87,17 @@ impl EncoderArgs {
     }
 }
 
+/// Which of the index's depths and sizes a question is searched at.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct CellArgs {
+    /// Depth to query (default: the deepest stored).
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Embedding size to query (default: the index's).
+    #[arg(long)]
+    pub dim: Option<usize>,
+}
+
 /// How questions are searched. Each command has its own defaults (plain dense for `search`, the
 /// best measured for `ask`, `eval` and `serve`).
 #[derive(Args, Debug, Clone)]

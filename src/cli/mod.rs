@@ -66,3 +66,35 @@ fn print_json(value: &impl Serialize) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// clap's own check of every command's flags: names given twice across flattened groups,
+    /// defaults that do not parse, conflicts naming flags that do not exist.
+    #[test]
+    fn every_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn shared_flag_groups_parse_in_every_command_that_has_them() {
+        for argv in [
+            &["rag", "search", "q", "--layers", "3", "--dim", "64"][..],
+            &["rag", "ask", "q", "--layers", "3", "--dim", "64"],
+            &["rag", "bench", "query", "--layers", "3", "--dim", "64"],
+        ] {
+            let cli = Cli::try_parse_from(argv).expect("valid flags");
+            let cell = match cli.command {
+                Command::Search(a) => a.cell,
+                Command::Ask(a) => a.cell,
+                Command::Bench(bench::BenchCommand::Query(a)) => a.cell,
+                other => panic!("parsed as {other:?}"),
+            };
+            assert_eq!((cell.layers, cell.dim), (Some(3), Some(64)), "{argv:?}");
+        }
+    }
+}

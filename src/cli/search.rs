@@ -8,7 +8,7 @@ use clap::Args;
 use rag::index;
 use rag::retrieve::{Mode, SearchRequest, SearchResponse, Strategy};
 
-use super::flags::{PrecisionArg, StrategyArgs};
+use super::flags::{CellArgs, PrecisionArg, StrategyArgs};
 use super::print_json;
 
 #[derive(Args, Debug)]
@@ -28,19 +28,15 @@ pub struct SearchArgs {
     /// Default: dense, one hop.
     #[command(flatten)]
     pub strategy: StrategyArgs,
-    /// Depth to query (default: the deepest stored).
-    #[arg(long)]
-    pub layers: Option<usize>,
-    /// Embedding size to query (default: the index's).
-    #[arg(long)]
-    pub dim: Option<usize>,
+    #[command(flatten)]
+    pub cell: CellArgs,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: SearchArgs) -> Result<()> {
     let strategy = args.strategy.strategy(Strategy::default())?;
-    if strategy.mode == Mode::Bm25 && (args.layers.is_some() || args.dim.is_some()) {
+    if strategy.mode == Mode::Bm25 && (args.cell.layers.is_some() || args.cell.dim.is_some()) {
         eprintln!("note: BM25 uses no vectors, so --layers and --dim are ignored");
     }
     let retriever =
@@ -50,8 +46,8 @@ pub fn run(args: SearchArgs) -> Result<()> {
         query: &args.query,
         k: args.k,
         strategy,
-        layers: args.layers,
-        dim: args.dim,
+        layers: args.cell.layers,
+        dim: args.cell.dim,
     })?;
     if args.json {
         return print_json(&response);
