@@ -50,6 +50,7 @@ fn build_options(model: &Path, corpus: &Path, index_dir: &Path) -> BuildOptions 
         chunk_size: 16,
         skip_bad: false,
         fresh: false,
+        shard: None,
         progress: ProgressMode::Quiet,
     }
 }

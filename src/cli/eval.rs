@@ -106,6 +106,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             chunk_size: DEFAULT_CHUNK_SIZE,
             skip_bad: false,
             fresh: false,
+            shard: None,
             progress: ProgressMode::for_stderr(),
         };
         let dir = hotpot::index_with_depths(&build, &layers)?;

@@ -492,10 +492,7 @@ impl Retriever {
         };
         timings.encode_ms += ms_since(started);
         let started = Instant::now();
-        let hits = self
-            .index
-            .dense(layers, dim)?
-            .search_many(&vectors.data, k)?;
+        let hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
         timings.search_ms += ms_since(started);
         Ok(hits)
     }
@@ -509,7 +506,7 @@ impl Retriever {
         let started = Instant::now();
         let hits = queries
             .iter()
-            .map(|q| self.index.bm25().search(q, k))
+            .map(|q| self.index.search_bm25(q, k))
             .collect::<Result<Vec<_>>>()?;
         timings.search_ms += ms_since(started);
         Ok(hits)

@@ -137,6 +137,7 @@ pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> Bu
         chunk_size: 32,
         skip_bad: false,
         fresh: false,
+        shard: None,
         progress: ProgressMode::Quiet,
     }
 }

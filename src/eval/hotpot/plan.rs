@@ -16,7 +16,7 @@ use crate::retrieve::Mode;
 /// with all the depths in one encoding pass. `options` says what to build it from.
 pub fn index_with_depths(options: &BuildOptions, depths: &[usize]) -> Result<PathBuf> {
     let covers = |dir: &Path| {
-        Manifest::read(dir)
+        crate::index::read_manifest(dir)
             .map(|m| depths.iter().all(|d| m.layers.contains(d)))
             .unwrap_or(false)
     };
@@ -85,7 +85,7 @@ pub fn grid(
     let (default_layers, default_dims) = if sweep {
         (vec![1, 3, 6], Some(vec![32, 64, 128, 384]))
     } else {
-        let depth = match Manifest::read(index_dir) {
+        let depth = match crate::index::read_manifest(index_dir) {
             Ok(m) => *m.layers.last().expect("an index stores a depth"),
             Err(_) => crate::encoder::read_config(model_dir)?.num_hidden_layers,
         };
