@@ -99,6 +99,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         questions: &questions,
         retriever: Some(&retriever),
         pipeline: None,
+        rankings: None,
         fresh,
         progress: ProgressMode::Quiet,
     };

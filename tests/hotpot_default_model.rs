@@ -64,6 +64,7 @@ fn real_model_retrieves_supporting_paragraphs() {
             questions: &questions,
             retriever: Some(&retriever),
             pipeline: None,
+            rankings: None,
             fresh: false,
             progress: ProgressMode::Quiet,
         })

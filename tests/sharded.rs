@@ -229,3 +229,126 @@ fn bad_shard_flags_are_refused_in_one_line() {
     let line = refused(&["index", "--merge", "--index", dir.path().to_str().unwrap()]);
     assert!(line.contains("holds no shards"), "{line}");
 }
+
+/// A question file for the tiny corpus: "what is topic N about?", topic N supporting.
+fn write_questions(path: &Path, count: usize) {
+    let records: Vec<serde_json::Value> = (0..count)
+        .map(|q| {
+            let n = q * 17 % 300;
+            serde_json::json!({
+                "_id": format!("q{q}"), "question": format!("what is topic {n} about?"),
+                "answer": "x", "supporting_facts": [[format!("topic {n}"), 0]],
+                "context": [[format!("topic {n}"), ["x"]]]
+            })
+        })
+        .collect();
+    std::fs::write(path, serde_json::to_vec(&records).unwrap()).unwrap();
+}
+
+/// What a run folder says was retrieved, per question, and its summary's recall.
+fn run_result(run: &Path) -> (Vec<(String, Vec<String>)>, serde_json::Value) {
+    let mut lines: Vec<(String, Vec<String>)> =
+        std::fs::read_to_string(run.join("predictions.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let p: serde_json::Value = serde_json::from_str(l).unwrap();
+                let retrieved = p["retrieved"].as_array().unwrap();
+                let titles = retrieved
+                    .iter()
+                    .map(|t| t.as_str().unwrap().into())
+                    .collect();
+                (p["id"].as_str().unwrap().to_string(), titles)
+            })
+            .collect();
+    lines.sort();
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    (lines, summary["cells"].clone())
+}
+
+#[test]
+fn shards_hits_merged_make_the_run_folder_of_the_single_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (single, sharded) = single_and_sharded(dir.path());
+    let questions = dir.path().join("questions.json");
+    write_questions(&questions, 25);
+    let runs = dir.path().join("runs");
+    let hits = dir.path().join("hits");
+    for mode in ["dense", "bm25"] {
+        let eval = |index: &Path, name: &str, extra: &[&str]| {
+            let mut args = vec![
+                "eval",
+                "--index",
+                index.to_str().unwrap(),
+                "--questions",
+                questions.to_str().unwrap(),
+                "--no-generate",
+                "--mode",
+                mode,
+                "--hops",
+                "1",
+                "--layers",
+                "3",
+                "--dims",
+                "16",
+                "--runs-dir",
+                runs.to_str().unwrap(),
+                "--name",
+                name,
+            ];
+            args.extend_from_slice(extra);
+            succeed(&args)
+        };
+        eval(&single, &format!("single-{mode}"), &[]);
+        for i in 0..SHARDS {
+            let shard = format!("{i}/{SHARDS}");
+            let hits_dir = hits.join(mode);
+            let out = eval(
+                &sharded,
+                "unused",
+                &["--shard", &shard, "--hits-dir", hits_dir.to_str().unwrap()],
+            );
+            assert!(out.contains("25 rankings"), "{out}");
+        }
+        let merged_name = format!("merged-{mode}");
+        let hits_dir = hits.join(mode);
+        eval(
+            &sharded,
+            &merged_name,
+            &["--from-hits", hits_dir.to_str().unwrap()],
+        );
+        let (a, a_summary) = run_result(&runs.join(format!("single-{mode}")));
+        let (b, b_summary) = run_result(&runs.join(&merged_name));
+        assert_eq!(a, b, "{mode}");
+        assert!(
+            a_summary[0]["recall"]["5"].as_f64().unwrap() > 0.0,
+            "{a_summary}"
+        );
+        assert_eq!(a_summary[0]["recall"], b_summary[0]["recall"], "{mode}");
+        assert!(!runs.join("unused").exists());
+    }
+
+    // A shard's hits missing: refused, naming the file and how to make it.
+    std::fs::remove_file(hits.join("dense").join("shard-1-of-4.jsonl")).unwrap();
+    let line = refused(&[
+        "eval",
+        "--index",
+        sharded.to_str().unwrap(),
+        "--questions",
+        questions.to_str().unwrap(),
+        "--no-generate",
+        "--mode",
+        "dense",
+        "--hops",
+        "1",
+        "--runs-dir",
+        runs.to_str().unwrap(),
+        "--from-hits",
+        hits.join("dense").to_str().unwrap(),
+    ]);
+    assert!(
+        line.contains("shard-1-of-4.jsonl") && line.contains("--shard 1/4"),
+        "{line}"
+    );
+}

@@ -255,6 +255,6 @@ pub fn generation_on_disk(dir: &Path) -> Option<String> {
     }
 }
 
-pub(crate) fn create_dir(dir: &Path) -> Result<()> {
+pub fn create_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }

@@ -289,6 +289,14 @@ impl Retriever {
         Ok(encoder)
     }
 
+    /// The same retriever ranking only one shard's documents ([`Index::only_shard`]).
+    pub fn only_shard(self, shard: crate::index::ShardSpec) -> Result<Self> {
+        Ok(Self {
+            index: self.index.only_shard(shard)?,
+            ..self
+        })
+    }
+
     pub fn with_tuning(mut self, tuning: Tuning) -> Result<Self> {
         self.tuning = tuning.check()?;
         Ok(self)
