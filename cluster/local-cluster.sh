@@ -7,7 +7,7 @@
 #   cluster/local-cluster.sh run DIR CMD...   run CMD inside the namespace (e.g. cluster/rag-ray)
 #   cluster/local-cluster.sh stop DIR    stop every process it started, by pid
 #
-# Node i (0 = head) has the custom resource node<i> (to pin work to it) and --num-cpus
+# Node i (0 = head) listens on 127.0.0.(i+1) and has the custom resource node<i> (to pin work to it) and --num-cpus
 # ($RAG_RAY_CPUS, 1). DIR/ns.pid is the namespace's holder process; DIR/node<i>.raylet.pid each
 # node's raylet (kill one to fail that node). Needs root (or CAP_SYS_ADMIN) for unshare -n.
 set -euo pipefail
@@ -30,29 +30,32 @@ ns_pids() {
   return 0
 }
 
-raylets() { for p in $(ns_pids); do grep -qa '/raylet' "/proc/$p/cmdline" 2>/dev/null && echo "$p"; done; return 0; }
+raylets() { for p in $(ns_pids); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = raylet ] && echo "$p"; done; return 0; }
 
 start() {
   venv="$("$here/setup.sh")"
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   [ ! -f "$dir/ns.pid" ] || { echo "$dir already holds a cluster; stop it first" >&2; exit 1; }
-  unshare -n sleep infinity &
+  unshare -n sleep infinity </dev/null >/dev/null 2>&1 &
   echo $! > "$dir/ns.pid"
   sleep 0.2
   in_ns ip link set lo up
   # Ray's sockets live under its temp dir: keep the path short (unix sockets allow 107 bytes).
   tmp="$(mktemp -d /tmp/rag-ray.XXXXXX)"
   echo "$tmp" > "$dir/temp-dir"
-  local common=(--node-ip-address=127.0.0.1 --disable-usage-stats --num-cpus="${RAG_RAY_CPUS:-1}")
+  local common=(--disable-usage-stats --num-cpus="${RAG_RAY_CPUS:-1}")
   for node in 0 1 2; do
     before="$(raylets)"
+    # Node i at 127.0.0.(i+1), all on the namespace's loopback: a driver (at 127.0.0.1) then
+    # attaches to the head's raylet, not to a worker's that a test kills.
+    ip="--node-ip-address=127.0.0.$((node + 1))"
     if [ "$node" = 0 ]; then
       in_ns "$venv/bin/ray" start --head --port=$port --include-dashboard=false \
-        --temp-dir="$tmp" --resources="{\"node$node\": 1}" "${common[@]}" >"$dir/node$node.log" 2>&1
+        --temp-dir="$tmp" --resources="{\"node$node\": 1}" "$ip" "${common[@]}" >"$dir/node$node.log" 2>&1
     else
       in_ns "$venv/bin/ray" start --address=127.0.0.1:$port \
-        --resources="{\"node$node\": 1}" "${common[@]}" >"$dir/node$node.log" 2>&1
+        --resources="{\"node$node\": 1}" "$ip" "${common[@]}" >"$dir/node$node.log" 2>&1
     fi
     for p in $(raylets); do
       grep -qx "$p" <<<"$before" || echo "$p" > "$dir/node$node.raylet.pid"
@@ -66,18 +69,29 @@ start() {
   echo "a 3-node Ray cluster at 127.0.0.1:$port in the network namespace of pid $(cat "$dir/ns.pid") ($dir)"
 }
 
-stop() {
-  [ -f "$dir/ns.pid" ] || { echo "no cluster in $dir"; return 0; }
-  pids="$(ns_pids | grep -vx "$(cat "$dir/ns.pid")" || true)"
-  # SIGTERM does not stop gcs_server and the raylets promptly: give them 2 s, then SIGKILL.
-  [ -z "$pids" ] || kill -TERM $pids 2>/dev/null || true
+# Waits up to 2 s for the given pids to exit; prints those still alive.
+wait_gone() {
+  local alive
   for _ in $(seq 20); do
     alive=""
-    for p in $pids; do [ -d "/proc/$p" ] && alive="$alive $p"; done
-    [ -z "$alive" ] && break
+    for p in "$@"; do [ -d "/proc/$p" ] && alive="$alive $p"; done
+    [ -z "$alive" ] && return 0
     sleep 0.1
   done
-  [ -z "${alive:-}" ] || kill -KILL $alive 2>/dev/null || true
+  echo "$alive"
+}
+
+stop() {
+  [ -f "$dir/ns.pid" ] || { echo "no cluster in $dir"; return 0; }
+  # Rounds, in case a dying process started another: SIGTERM (which does not stop gcs_server and
+  # the raylets promptly), 2 s, then SIGKILL for what is left.
+  for _ in 1 2 3; do
+    pids="$(ns_pids | grep -vx "$(cat "$dir/ns.pid")" || true)"
+    [ -n "$pids" ] || break
+    kill -TERM $pids 2>/dev/null || true
+    alive="$(wait_gone $pids)"
+    [ -z "$alive" ] || { kill -KILL $alive 2>/dev/null || true; wait_gone $alive >/dev/null; }
+  done
   kill -KILL "$(cat "$dir/ns.pid")" 2>/dev/null || true
   [ ! -f "$dir/temp-dir" ] || rm -rf "$(cat "$dir/temp-dir")"
   rm -f "$dir/ns.pid" "$dir/temp-dir" "$dir"/node*.raylet.pid
@@ -87,6 +101,6 @@ stop() {
 case "$cmd" in
   start) start ;;
   stop) stop ;;
-  run) shift 2; in_ns "$@" ;;
+  run) shift 2; RAG_RAY_DRIVER_IP=127.0.0.1 in_ns "$@" ;;
   *) echo "usage: $0 start|run|stop DIR [CMD...]" >&2; exit 2 ;;
 esac

@@ -68,10 +68,6 @@ def node_names():
     return names
 
 
-def alive_nodes():
-    return sum(1 for node in ray.nodes() if node.get("Alive"))
-
-
 def find_rag(given):
     for candidate in [given, os.environ.get("RAG_BIN"), os.path.join(os.path.dirname(__file__), "..", "rag")]:
         if candidate and os.path.exists(candidate):
@@ -92,18 +88,18 @@ def run_local(command):
 
 def run_shards(args, count, command_for, what):
     """Submits one task per shard, reports each as it completes; returns the results and the
-    attempts made (retries are attempts beyond one per shard)."""
+    attempts made (each attempt leaves its log: retries are attempts beyond one per shard)."""
     os.makedirs(args.log_dir, exist_ok=True)
     for stale in os.listdir(args.log_dir):
         if stale.startswith("shard-") and stale.endswith(".log"):
             os.remove(os.path.join(args.log_dir, stale))
-    nodes_before = alive_nodes()
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
     task = run_shard.options(max_retries=args.retries, scheduling_strategy="SPREAD")
     pending = {
         task.remote(command_for(i), os.getcwd(), args.log_dir, f"shard-{i}-of-{count}"): i
         for i in range(count)
     }
-    print(f"rag-ray: {what}: {count} shard tasks submitted to {nodes_before} node(s)", file=sys.stderr, flush=True)
+    print(f"rag-ray: {what}: {count} shard tasks submitted to {nodes} node(s)", file=sys.stderr, flush=True)
     results, names = [], node_names()
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
@@ -124,20 +120,20 @@ def run_shards(args, count, command_for, what):
             flush=True,
         )
     attempts = sum(1 for f in os.listdir(args.log_dir) if f.endswith(".log") and f.startswith("shard-"))
-    return results, attempts, nodes_before - alive_nodes()
+    return results, attempts
 
 
 def index(args, extra):
     count = args.shards
     rag = find_rag(args.rag)
-    results, attempts, lost = run_shards(
+    results, attempts = run_shards(
         args,
         count,
         lambda i: [rag, "index", "--shard", f"{i}/{count}", "--index", args.index, *extra],
         f"building {args.index}",
     )
     merged = json.loads(run_local([rag, "index", "--merge", "--index", args.index, "--json"]))
-    return results, attempts, lost, merged, (
+    return results, attempts, merged, (
         f"built {count} shards of {merged['documents']} documents into {args.index} "
         f"(generation {merged['generation']})"
     )
@@ -149,7 +145,7 @@ def evaluate(args, extra):
     rag = find_rag(args.rag)
     hits = args.hits_dir or os.path.join(args.log_dir, "hits")
     shutil.rmtree(hits, ignore_errors=True)
-    results, attempts, lost = run_shards(
+    results, attempts = run_shards(
         args,
         count,
         lambda i: [rag, "eval", "--index", args.index, "--shard", f"{i}/{count}", "--hits-dir", hits, *extra],
@@ -158,7 +154,7 @@ def evaluate(args, extra):
     summary = json.loads(
         run_local([rag, "eval", "--index", args.index, "--from-hits", hits, "--json", *extra])
     )
-    return results, attempts, lost, summary, f"evaluated {count} shards of {args.index}, hits merged by rag eval --from-hits"
+    return results, attempts, summary, f"evaluated {count} shards of {args.index}, hits merged by rag eval --from-hits"
 
 
 def main():
@@ -172,6 +168,11 @@ def main():
         else:
             sub.add_argument("--hits-dir", help="where the shards' hits go (default: <log-dir>/hits)")
         sub.add_argument("--address", default=os.environ.get("RAY_ADDRESS", "127.0.0.1:6379"), help="the Ray cluster (head's GCS)")
+        sub.add_argument(
+            "--driver-ip",
+            default=os.environ.get("RAG_RAY_DRIVER_IP"),
+            help="this machine's node address, where several nodes share one machine",
+        )
         sub.add_argument("--rag", help="the rag binary, at the same path on every node (default: $RAG_BIN, the checkout's ./rag, PATH)")
         sub.add_argument("--retries", type=int, default=3, help="runs of a shard's task again after its node is lost (3)")
         sub.add_argument("--log-dir", help="each attempt's rag output (default: <index>.rag-ray/)")
@@ -184,11 +185,19 @@ def main():
     args.index = os.path.abspath(args.index)
     args.log_dir = os.path.abspath(args.log_dir or args.index.rstrip("/") + ".rag-ray")
     started = time.time()
-    ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
+    # Ray's own messages go to stderr with the progress lines: stdout is the summary alone.
+    summary_out, sys.stdout = sys.stdout, sys.stderr
+    ray.init(
+        address=args.address,
+        _node_ip_address=args.driver_ip,
+        logging_level="ERROR",
+        log_to_driver=False,
+    )
     try:
-        results, attempts, lost, rag_summary, line = (index if args.command == "index" else evaluate)(args, extra)
+        results, attempts, rag_summary, line = (index if args.command == "index" else evaluate)(args, extra)
     finally:
         ray.shutdown()
+        sys.stdout = summary_out
     seconds = time.time() - started
     retries = attempts - len(results)
     summary = {
@@ -197,14 +206,13 @@ def main():
         "shards": sorted(results, key=lambda r: r["shard"]),
         "attempts": attempts,
         "retries": retries,
-        "nodes_lost": lost,
         "seconds": seconds,
         "rag": rag_summary,
     }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"rag-ray: {line} in {seconds:.1f} s ({retries} task retries, {lost} node(s) lost)")
+        print(f"rag-ray: {line} in {seconds:.1f} s ({retries} task retries)")
 
 
 if __name__ == "__main__":

@@ -230,21 +230,6 @@ fn bad_shard_flags_are_refused_in_one_line() {
     assert!(line.contains("holds no shards"), "{line}");
 }
 
-/// A question file for the tiny corpus: "what is topic N about?", topic N supporting.
-fn write_questions(path: &Path, count: usize) {
-    let records: Vec<serde_json::Value> = (0..count)
-        .map(|q| {
-            let n = q * 17 % 300;
-            serde_json::json!({
-                "_id": format!("q{q}"), "question": format!("what is topic {n} about?"),
-                "answer": "x", "supporting_facts": [[format!("topic {n}"), 0]],
-                "context": [[format!("topic {n}"), ["x"]]]
-            })
-        })
-        .collect();
-    std::fs::write(path, serde_json::to_vec(&records).unwrap()).unwrap();
-}
-
 /// What a run folder says was retrieved, per question, and its summary's recall.
 fn run_result(run: &Path) -> (Vec<(String, Vec<String>)>, serde_json::Value) {
     let mut lines: Vec<(String, Vec<String>)> =
@@ -272,7 +257,7 @@ fn shards_hits_merged_make_the_run_folder_of_the_single_index() {
     let dir = tempfile::tempdir().unwrap();
     let (single, sharded) = single_and_sharded(dir.path());
     let questions = dir.path().join("questions.json");
-    write_questions(&questions, 25);
+    common::write_topic_questions(&questions, 25);
     let runs = dir.path().join("runs");
     let hits = dir.path().join("hits");
     for mode in ["dense", "bm25"] {
