@@ -1,7 +1,7 @@
 //! The distributed build and evaluation on a real Ray cluster (cluster/, eval/scale/): a 3-node
 //! cluster in a private network namespace builds a 4-shard index of 300 paragraphs with the
-//! tiny model while one worker node's raylet is killed with SIGKILL; the job completes (the
-//! lost node's task runs again elsewhere), and the sharded index ranks every test question
+//! tiny model while one worker node is lost mid-build (its raylet, then its workers, killed
+//! with SIGKILL); the job completes (the lost node's task runs again elsewhere), and the sharded index ranks every test question
 //! exactly like the single index built here, as does the evaluation run on the cluster.
 //!
 //! Needs Ray (`cluster/setup.sh`; `scripts/test.sh` installs it when RAG_REQUIRE is set, and
@@ -96,20 +96,9 @@ fn parent(pid: u32) -> Option<u32> {
         .ok()
 }
 
-/// Whether a process running `needle` descends from `ancestor`.
-fn runs_under(ancestor: u32, needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            return false;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if !String::from_utf8_lossy(&cmdline).contains(needle) {
-            return false;
-        }
+/// The processes descending from `ancestor`, with their command lines.
+fn descendants(ancestor: u32) -> Vec<(u32, String)> {
+    let descends = |pid: u32| {
         let mut at = pid;
         while let Some(up) = parent(at).filter(|&p| p > 1) {
             if up == ancestor {
@@ -118,7 +107,23 @@ fn runs_under(ancestor: u32, needle: &str) -> bool {
             at = up;
         }
         false
-    })
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| descends(pid))
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&cmdline).into_owned())
+        })
+        .collect()
+}
+
+fn kill(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
 }
 
 /// Waits for `child` at most `limit`, killing it after; its stdout and whether it succeeded.
@@ -219,18 +224,23 @@ fn a_killed_node_does_not_change_what_the_cluster_builds() {
         .unwrap();
     let victim = cluster.raylet(1);
     let started = Instant::now();
-    while !runs_under(victim, rag_arg) {
+    let workers = loop {
+        let workers = descendants(victim);
+        if workers.iter().any(|(_, cmdline)| cmdline.contains(rag_arg)) {
+            break workers;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "no shard task ever ran on node 1"
         );
         std::thread::sleep(Duration::from_millis(50));
+    };
+    // The raylet first; then, as when a machine goes down, its workers, which could otherwise
+    // still finish the task they hold and report it to the driver directly.
+    kill(victim);
+    for (pid, _) in workers {
+        kill(pid);
     }
-    let killed = Command::new("kill")
-        .args(["-KILL", &victim.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
 
     let (ok, out, err) = finish(driver, Duration::from_secs(120));
     assert!(ok, "the driver failed: {err}");
