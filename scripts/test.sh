@@ -17,6 +17,14 @@ if [ ! -f "${RAG_LLM:-$llm}" ]; then
          echo "note: no GGUF generator, so the generation tests will SKIP (scripts/fetch-models.sh llm or llm-small fetches one)" ;;
   esac
 fi
+# The cluster test (tests/cluster.rs) runs a local Ray cluster: with RAG_REQUIRE set, Ray is
+# installed (cluster/setup.sh: PyPI, into a cached virtual environment) and then required.
+if [ -n "${RAG_REQUIRE:-}" ]; then
+  RAG_RAY_VENV="$(cluster/setup.sh)"
+  export RAG_RAY_VENV RAG_REQUIRE="$RAG_REQUIRE,ray"
+elif [ ! -x "${RAG_RAY_VENV:-$HOME/.cache/rag/ray-venv}/bin/ray" ]; then
+  echo "note: Ray is not installed, so the cluster test will SKIP (cluster/setup.sh installs it)"
+fi
 # The web page test (tests/web.rs) drives headless chromium; it answers with the small generator
 # when it is there, else the default one.
 ensure_browser || echo "note: chromium and chromium-driver are missing, so the web page test will SKIP (FAIL with RAG_REQUIRE set)"

@@ -50,6 +50,7 @@ fn build_options(model: &Path, corpus: &Path, index_dir: &Path) -> BuildOptions 
         chunk_size: 16,
         skip_bad: false,
         fresh: false,
+        shard: None,
         progress: ProgressMode::Quiet,
     }
 }
@@ -114,6 +115,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
         questions: &questions,
         retriever: Some(&retriever),
         pipeline: None,
+        rankings: None,
         fresh,
         progress: ProgressMode::Quiet,
     };

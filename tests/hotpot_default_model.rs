@@ -43,6 +43,7 @@ fn real_model_retrieves_supporting_paragraphs() {
         chunk_size: 256,
         skip_bad: false,
         fresh: false,
+        shard: None,
         progress: ProgressMode::Quiet,
     })
     .unwrap();
@@ -63,6 +64,7 @@ fn real_model_retrieves_supporting_paragraphs() {
             questions: &questions,
             retriever: Some(&retriever),
             pipeline: None,
+            rankings: None,
             fresh: false,
             progress: ProgressMode::Quiet,
         })

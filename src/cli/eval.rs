@@ -7,7 +7,8 @@ use clap::Args;
 
 use rag::ask::Pipeline;
 use rag::corpus::DEFAULT_TEMPLATE;
-use rag::eval::hotpot::{self, plan, report, Cell, RunConfig, RunOptions};
+use rag::eval::hotpot::run::ranking_depth;
+use rag::eval::hotpot::{self, hits, plan, report, Cell, RunConfig, RunOptions};
 use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use rag::progress::ProgressMode;
 
@@ -63,6 +64,18 @@ pub struct EvalArgs {
     pub fresh: bool,
     #[command(flatten)]
     pub generator: GeneratorArgs,
+    /// Rank the questions against shard i/n of the sharded --index only (BM25 still with the
+    /// whole corpus's statistics) and write the lists to --hits-dir: one worker's part of a
+    /// distributed evaluation (cluster/rag-ray eval). One hop, dense or BM25.
+    #[arg(long, value_name = "i/n", requires = "hits_dir", conflicts_with_all = ["from_hits", "oracle"])]
+    pub shard: Option<rag::index::ShardSpec>,
+    /// Where --shard writes its hits (<dir>/shard-<i>-of-<n>.jsonl).
+    #[arg(long, value_name = "DIR", requires = "shard")]
+    pub hits_dir: Option<PathBuf>,
+    /// Rank with the merged hits that every shard of the sharded --index wrote to DIR (with
+    /// --shard) instead of searching: the run folder is the one an in-process run writes.
+    #[arg(long, value_name = "DIR", conflicts_with = "oracle")]
+    pub from_hits: Option<PathBuf>,
     /// Encoder for an index built for this evaluation.
     #[command(flatten)]
     pub encoder: EncoderArgs,
@@ -113,6 +126,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             chunk_size: DEFAULT_CHUNK_SIZE,
             skip_bad: false,
             fresh: false,
+            shard: None,
             progress: ProgressMode::for_stderr(),
         };
         let dir = hotpot::index_with_depths(&build, &layers)?;
@@ -120,7 +134,34 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .strategy
             .open(&dir, None, args.encoder.precision.precision)?;
         let cells = plan::cells(&retriever.index.manifest, &layers, dims.as_deref())?;
+        let retriever = match args.shard {
+            Some(shard) => retriever.only_shard(shard)?,
+            None => retriever,
+        };
         (Some(retriever), cells)
+    };
+    if let (Some(shard), Some(hits_dir), Some(retriever)) = (args.shard, &args.hits_dir, &retriever)
+    {
+        rag::index::create_dir(hits_dir)?;
+        let path = hits::hits_file(hits_dir, shard);
+        let k = ranking_depth(args.context.top_k);
+        let lines = hits::write_shard_hits(retriever, &questions, &cells, strategy, k, &path)?;
+        println!(
+            "shard {shard}: {lines} rankings ({} questions x {} cells, top {k}) -> {}",
+            questions.len(),
+            cells.len(),
+            path.display()
+        );
+        return Ok(());
+    }
+    let rankings = match (&args.from_hits, &retriever) {
+        (Some(dir), Some(retriever)) => {
+            hits::check_strategy(strategy)?;
+            let shards = retriever.index.parts().len();
+            let k = ranking_depth(args.context.top_k);
+            Some(hits::read_merged(dir, shards, &questions, &cells, k)?)
+        }
+        _ => None,
     };
     let config = RunConfig {
         questions_file: path.clone(),
@@ -164,6 +205,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         questions: &questions,
         retriever: retriever.as_ref(),
         pipeline: pipeline.as_ref(),
+        rankings: rankings.as_ref(),
         fresh: args.fresh,
         progress: ProgressMode::for_stderr(),
     })?;

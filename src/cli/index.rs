@@ -48,9 +48,18 @@ pub struct IndexArgs {
     #[arg(long)]
     pub fresh: bool,
     /// Check the index in --index instead of building one: every file against the manifest's
-    /// sizes and checksums, every vector (finite, unit length) and every document.
+    /// sizes and checksums, every vector (finite, unit length) and every document (every shard
+    /// of a sharded index).
     #[arg(long, conflicts_with_all = ["fresh", "layers", "dim", "reduce", "corpus"])]
     pub verify: bool,
+    /// Build only shard i of n (0-based, e.g. 0/4 to 3/4) of the corpus, into
+    /// <index>/shard-<i>-of-<n>/; documents are assigned by a hash of their title.
+    #[arg(long, value_name = "i/n", conflicts_with_all = ["verify", "reduce"])]
+    pub shard: Option<index::ShardSpec>,
+    /// Check the shards in --index (all present, whole, built alike, covering the corpus) and
+    /// write its top manifest, which makes the sharded index usable.
+    #[arg(long, conflicts_with_all = ["verify", "shard", "fresh", "layers", "dim", "reduce", "corpus"])]
+    pub merge: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -59,6 +68,9 @@ pub struct IndexArgs {
 pub fn run(args: IndexArgs) -> Result<()> {
     if args.verify {
         return run_verify(&args);
+    }
+    if args.merge {
+        return run_merge(&args);
     }
     let corpus = if args.corpus.is_empty() {
         args.data.hotpot_files()
@@ -77,6 +89,7 @@ pub fn run(args: IndexArgs) -> Result<()> {
         chunk_size: args.chunk_size,
         skip_bad: args.skip_bad,
         fresh: args.fresh,
+        shard: args.shard,
         progress: ProgressMode::for_stderr(),
     };
     let summary = index::build(&options)?;
@@ -115,6 +128,21 @@ pub fn run(args: IndexArgs) -> Result<()> {
         summary.total_seconds,
         summary.duplicates,
         summary.skipped_records,
+    );
+    Ok(())
+}
+
+fn run_merge(args: &IndexArgs) -> Result<()> {
+    let merged = index::sharded::merge(&args.index)?;
+    if args.json {
+        return print_json(&merged);
+    }
+    println!(
+        "{}: {} shards checked and merged, {} documents, generation {}",
+        merged.index_dir.display(),
+        merged.shards,
+        merged.documents,
+        merged.generation
     );
     Ok(())
 }

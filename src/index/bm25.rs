@@ -1,6 +1,7 @@
 //! The lexical side: a tantivy BM25 index over title and text (English stemming), with the
 //! document id stored so hits join the dense side and the document store.
 
+use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,15 +11,20 @@ use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWrite
 use tantivy::directory::{
     Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
 };
-use tantivy::query::QueryParser;
+use tantivy::query::{Bm25StatisticsProvider, Query, QueryParser};
 use tantivy::schema::{
-    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, INDEXED, STORED,
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED,
 };
-use tantivy::{doc, Index, IndexReader, ReloadPolicy, TantivyDocument};
+use tantivy::{
+    doc, DocId, Index, IndexReader, ReloadPolicy, Score, Searcher, SegmentReader, TantivyDocument,
+    Term,
+};
 
 use crate::corpus::Paragraph;
 
 const TOKENIZER: &str = "en_stem";
+/// The document's global id (a fast field: rankings break ties by it).
+const ID_FIELD: &str = "id";
 const WRITER_MEMORY: usize = 256 << 20;
 
 struct Fields {
@@ -37,17 +43,18 @@ fn schema() -> (Schema, Fields) {
         )
         .set_stored();
     let fields = Fields {
-        id: builder.add_u64_field("id", INDEXED | STORED | FAST),
+        id: builder.add_u64_field(ID_FIELD, INDEXED | STORED | FAST),
         title: builder.add_text_field("title", text_options.clone()),
         text: builder.add_text_field("text", text_options),
     };
     (builder.build(), fields)
 }
 
-/// Indexes `documents` (id = position) into a new tantivy index in `dir`.
+/// Indexes `documents` (each with its id: its position in the corpus) into a new tantivy index
+/// in `dir`.
 pub fn build(
     dir: &Path,
-    documents: impl Iterator<Item = Result<Paragraph>>,
+    documents: impl Iterator<Item = Result<(u64, Paragraph)>>,
     mut on_document: impl FnMut(),
 ) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -55,10 +62,10 @@ pub fn build(
     let index = Index::create_in_dir(dir, schema)
         .with_context(|| format!("creating BM25 index in {}", dir.display()))?;
     let mut writer = index.writer::<TantivyDocument>(WRITER_MEMORY)?;
-    for (id, paragraph) in documents.enumerate() {
-        let paragraph = paragraph?;
+    for document in documents {
+        let (id, paragraph) = document?;
         writer.add_document(doc!(
-            fields.id => id as u64,
+            fields.id => id,
             fields.title => paragraph.title,
             fields.text => paragraph.text,
         ))?;
@@ -74,7 +81,6 @@ pub fn build(
 pub struct Bm25Index {
     reader: IndexReader,
     parser: QueryParser,
-    id: Field,
 }
 
 impl Bm25Index {
@@ -92,11 +98,7 @@ impl Bm25Index {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .context("opening BM25 reader")?;
-        Ok(Self {
-            reader,
-            parser,
-            id: fields.id,
-        })
+        Ok(Self { reader, parser })
     }
 
     /// How many documents the index holds.
@@ -107,19 +109,69 @@ impl Bm25Index {
     /// The `k` best documents for a free-text question as (id, BM25 score). Query syntax in the
     /// question (quotes, colons, stray parentheses) is read leniently, never as an error.
     pub fn search(&self, question: &str, k: usize) -> Result<Vec<(u64, f32)>> {
-        let (query, _ignored) = self.parser.parse_query_lenient(question);
+        search_all(&[self], question, k).map(|mut lists| lists.remove(0))
+    }
+
+    /// This index's `k` best documents for a parsed query, scored with `statistics` (document
+    /// counts, token counts and document frequencies of the whole corpus). Equal scores are
+    /// ranked by id, in the collector itself, so that which of them make the top `k` does not
+    /// depend on how the documents fell into segments or shards.
+    fn search_scored(
+        &self,
+        query: &dyn Query,
+        k: usize,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> Result<Vec<(u64, f32)>> {
         let searcher = self.reader.searcher();
-        let top = searcher.search(&query, &TopDocs::with_limit(k.max(1)))?;
+        let by_score_then_id =
+            TopDocs::with_limit(k.max(1)).tweak_score(|segment: &SegmentReader| {
+                let ids = segment.fast_fields().u64(ID_FIELD).ok();
+                move |doc: DocId, score: Score| {
+                    let id = ids.as_ref().and_then(|ids| ids.first(doc));
+                    (score, Reverse(id.unwrap_or(u64::MAX)))
+                }
+            });
+        let top = searcher.search_with_statistics_provider(query, &by_score_then_id, statistics)?;
         top.into_iter()
-            .map(|(score, address)| {
-                let doc: TantivyDocument = searcher.doc(address)?;
-                let id = doc
-                    .get_first(self.id)
-                    .and_then(|v| v.as_u64())
-                    .context("BM25 document without an id")?;
+            .map(|((score, Reverse(id)), _)| {
+                if id == u64::MAX {
+                    anyhow::bail!("BM25 document without an id");
+                }
                 Ok((id, score))
             })
             .collect()
+    }
+}
+
+/// The `k` best documents of each of `shards` (the BM25 indexes of one corpus's shards) for a
+/// question, every score computed with the statistics of all of them together, so that each is
+/// exactly the score the document gets in one index of the whole corpus: BM25's idf and average
+/// length are corpus-wide, and a shard's own would rank a rare term of one shard above a common
+/// one of another. Merging the lists (best first, ties by id) gives the whole corpus's top k.
+pub fn search_all(shards: &[&Bm25Index], question: &str, k: usize) -> Result<Vec<Vec<(u64, f32)>>> {
+    let first = shards.first().context("no BM25 index to search")?;
+    let (query, _ignored) = first.parser.parse_query_lenient(question);
+    let statistics = Summed(shards.iter().map(|s| s.reader.searcher()).collect());
+    shards
+        .iter()
+        .map(|shard| shard.search_scored(query.as_ref(), k, &statistics))
+        .collect()
+}
+
+/// BM25 statistics summed over several indexes' searchers.
+struct Summed(Vec<Searcher>);
+
+impl Bm25StatisticsProvider for Summed {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        self.0.iter().map(|s| s.total_num_tokens(field)).sum()
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        self.0.iter().map(|s| s.total_num_docs()).sum()
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.0.iter().map(|s| s.doc_freq(term)).sum()
     }
 }
 
@@ -193,14 +245,19 @@ mod tests {
             ("Rivers", "The Danube flows through many countries."),
             ("Cats", "Cats are running and jumping."),
         ]
-        .map(|(t, x)| {
-            Ok(Paragraph {
-                title: t.into(),
-                text: x.into(),
-            })
+        .into_iter()
+        .enumerate()
+        .map(|(id, (t, x))| {
+            Ok((
+                id as u64,
+                Paragraph {
+                    title: t.into(),
+                    text: x.into(),
+                },
+            ))
         });
         let mut seen = 0;
-        build(dir.path(), docs.into_iter(), || seen += 1).unwrap();
+        build(dir.path(), docs, || seen += 1).unwrap();
         assert_eq!(seen, 3);
         let index = Bm25Index::open(dir.path()).unwrap();
         let hits = index.search("which cat runs?", 2).unwrap();

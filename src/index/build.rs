@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions, FORMAT_VERSION};
-use super::manifest::{StoredReduction, REDUCED_FORMAT_VERSION};
+use super::manifest::{ShardRecord, StoredReduction, REDUCED_FORMAT_VERSION};
+use super::sharded::{self, ShardSpec};
 use super::{bm25, create_dir, dense_file, pca_file, DenseIndex, Pca, PcaSpec};
 use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
@@ -57,6 +58,8 @@ pub struct BuildOptions {
     pub skip_bad: bool,
     /// Discard an interrupted build instead of resuming it.
     pub fresh: bool,
+    /// Build only this shard of the corpus, into `<index_dir>/shard-<i>-of-<n>/`.
+    pub shard: Option<ShardSpec>,
     pub progress: ProgressMode,
 }
 
@@ -86,6 +89,8 @@ struct Plan {
     template: String,
     corpus: Vec<CorpusFile>,
     skip_bad: bool,
+    #[serde(default)]
+    shard: Option<ShardSpec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -94,6 +99,9 @@ struct Checkpoint {
     docstore: DocStoreMark,
     /// Set once every document is encoded.
     encoded: Option<CorpusCounts>,
+    /// Documents in the whole deduplicated corpus, set with `encoded`.
+    #[serde(default)]
+    corpus_documents: u64,
 }
 
 /// `index/default` -> `index/default.building`.
@@ -111,6 +119,14 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     if options.corpus.is_empty() {
         bail!("no corpus files given");
     }
+    if let (Some(shard), Some(spec)) = (options.shard, options.reduce) {
+        // Each shard would fit its own PCA, and the shards' vectors would not be comparable.
+        bail!("--reduce {spec} cannot be combined with --shard {shard}: each shard would fit a PCA of its own");
+    }
+    let index_dir = match options.shard {
+        Some(shard) => shard.dir(&options.index_dir),
+        None => options.index_dir.clone(),
+    };
     let corpus_files = options
         .corpus
         .iter()
@@ -150,11 +166,12 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         template: options.template.clone(),
         corpus: corpus_files,
         skip_bad: options.skip_bad,
+        shard: options.shard,
     };
     if !options.fresh {
-        if let Some(manifest) = current_manifest(&options.index_dir, &plan, dim, options.reduce) {
+        if let Some(manifest) = current_manifest(&index_dir, &plan, dim, options.reduce) {
             return Ok(BuildSummary {
-                index_dir: options.index_dir.clone(),
+                index_dir,
                 documents: manifest.documents,
                 layers,
                 dim,
@@ -170,7 +187,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             });
         }
     }
-    let work = building_dir(&options.index_dir);
+    let work = building_dir(&index_dir);
     let checkpoint = start_or_resume(&work, &plan, options.fresh)?;
     let resumed_from = checkpoint.docstore.documents;
 
@@ -185,7 +202,12 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
 
     let documents = checkpoint.docstore.documents;
     if documents == 0 {
-        bail!("the corpus has no paragraphs");
+        match options.shard {
+            Some(shard) => {
+                bail!("shard {shard} of this corpus holds no paragraphs; use fewer shards")
+            }
+            None => bail!("the corpus has no paragraphs"),
+        }
     }
     build_bm25(&work, documents, options.progress)?;
     let mut transforms = BTreeMap::new();
@@ -232,6 +254,10 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         reduce: reduce.clone(),
         files: BTreeMap::new(),
         generation: String::new(),
+        shard: options.shard.map(|spec| ShardRecord {
+            spec,
+            corpus_documents: checkpoint.corpus_documents,
+        }),
     };
     // Written last: a directory with a manifest is a whole index, and the manifest lists its
     // files. The checkpoint stays until then, so a build cut off before resumes from it.
@@ -240,10 +266,10 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     // The raw vectors live on inside the faiss files; the checkpoint is no longer needed.
     std::fs::remove_dir_all(work.join(VECTORS_DIR)).context("removing raw vectors")?;
     std::fs::remove_file(work.join(PROGRESS_FILE)).context("removing progress file")?;
-    files::install_dir(&work, &options.index_dir)?;
+    files::install_dir(&work, &index_dir)?;
 
     Ok(BuildSummary {
-        index_dir: options.index_dir.clone(),
+        index_dir,
         documents,
         layers,
         dim,
@@ -273,7 +299,8 @@ fn current_manifest(
         && manifest.template == plan.template
         && manifest.corpus == plan.corpus
         && manifest.default_dim == dim
-        && manifest.reduce.as_ref().map(|r| r.method) == reduce;
+        && manifest.reduce.as_ref().map(|r| r.method) == reduce
+        && manifest.shard.map(|s| s.spec) == plan.shard;
     same.then_some(manifest)
 }
 
@@ -295,6 +322,7 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> 
         plan: plan.clone(),
         docstore: DocStoreMark::default(),
         encoded: None,
+        corpus_documents: 0,
     };
     files::write_json_atomic(&progress_path, &checkpoint)?;
     Ok(checkpoint)
@@ -317,8 +345,19 @@ fn encode_corpus(
             open_truncated(&vectors_file(work, depth), done * row_bytes).map(BufWriter::new)
         })
         .collect::<Result<Vec<_>>>()?;
+    let mut ids_file = match options.shard {
+        Some(_) => Some(BufWriter::new(open_truncated(
+            &work.join(sharded::IDS_FILE),
+            done * 8,
+        )?)),
+        None => None,
+    };
 
-    let mut stream = ParagraphStream::open(&options.corpus, options.skip_bad);
+    let mut stream = Owned {
+        stream: ParagraphStream::open(&options.corpus, options.skip_bad),
+        shard: options.shard,
+        position: 0,
+    };
     for skipped in 0..done {
         match stream.next() {
             Some(Ok(_)) => {}
@@ -337,10 +376,12 @@ fn encode_corpus(
     let started = Instant::now();
     let mut encoded = 0u64;
     loop {
-        let chunk: Vec<Paragraph> = stream
+        let (chunk_ids, chunk): (Vec<u64>, Vec<Paragraph>) = stream
             .by_ref()
             .take(options.chunk_size.max(1))
-            .collect::<Result<_>>()?;
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         if chunk.is_empty() {
             break;
         }
@@ -358,11 +399,17 @@ fn encode_corpus(
             file.flush()?;
             file.get_ref().sync_data()?;
         }
+        if let Some(file) = ids_file.as_mut() {
+            let bytes: Vec<u8> = chunk_ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+            file.write_all(&bytes).context("writing document ids")?;
+            file.flush()?;
+            file.get_ref().sync_data()?;
+        }
         checkpoint.docstore = docs.sync()?;
         files::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
 
         encoded += chunk.len() as u64;
-        bar.update(stream.bytes_read(), || {
+        bar.update(stream.stream.bytes_read(), || {
             format!(
                 "{} paragraphs, {:.1}/s",
                 checkpoint.docstore.documents,
@@ -371,10 +418,38 @@ fn encode_corpus(
         });
     }
     bar.finish();
-    let counts = CorpusCounts::from(stream.stats().context("corpus stream ended early")?);
+    let stats = stream.stream.stats().context("corpus stream ended early")?;
+    let counts = CorpusCounts::from(stats);
     checkpoint.encoded = Some(counts.clone());
+    checkpoint.corpus_documents = stats.paragraphs as u64;
     files::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
     Ok((checkpoint, counts))
+}
+
+/// The corpus's documents that go into this build, each with its global id (its position in the
+/// deduplicated corpus): all of them, or a shard's.
+struct Owned {
+    stream: ParagraphStream,
+    shard: Option<ShardSpec>,
+    position: u64,
+}
+
+impl Iterator for Owned {
+    type Item = Result<(u64, Paragraph)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let paragraph = match self.stream.next()? {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            let id = self.position;
+            self.position += 1;
+            if self.shard.is_none_or(|shard| shard.owns(&paragraph.title)) {
+                return Some(Ok((id, paragraph)));
+            }
+        }
+    }
 }
 
 fn write_f32s(out: &mut impl Write, values: &[f32]) -> Result<()> {
@@ -388,6 +463,11 @@ fn build_bm25(work: &Path, documents: u64, mode: ProgressMode) -> Result<()> {
         std::fs::remove_dir_all(&dir).context("removing partial BM25 index")?;
     }
     let store = DocStore::open(work)?;
+    let ids_path = work.join(sharded::IDS_FILE);
+    let ids = match ids_path.exists() {
+        true => sharded::read_ids(&ids_path)?,
+        false => (0..documents).collect(),
+    };
     let mut bar = Progress::new(
         mode,
         "BM25",
@@ -395,7 +475,11 @@ fn build_bm25(work: &Path, documents: u64, mode: ProgressMode) -> Result<()> {
         "BM25 {bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}]",
     );
     let mut done = 0;
-    bm25::build(&dir, store.iter(), || {
+    let documents_with_ids = ids
+        .into_iter()
+        .zip(store.iter())
+        .map(|(id, paragraph)| Ok((id, paragraph?)));
+    bm25::build(&dir, documents_with_ids, || {
         done += 1;
         bar.update(done, || format!("{done}/{documents} paragraphs"));
     })?;

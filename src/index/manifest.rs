@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::corpus::{CorpusFile, StreamStats};
 use crate::encoder::{Encoder, Pooling, Precision};
 use crate::index::integrity::{self, FileRecord};
+use crate::index::sharded::ShardSpec;
 use crate::index::PcaSpec;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -110,6 +111,17 @@ pub struct Manifest {
     /// The digest of `files` (see [`integrity::generation_id`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub generation: String,
+    /// Which shard of a sharded index this is (`rag index --shard`), if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRecord>,
+}
+
+/// A shard's place in its sharded index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardRecord {
+    pub spec: ShardSpec,
+    /// Documents in the whole deduplicated corpus: the shards' ids cover `0..corpus_documents`.
+    pub corpus_documents: u64,
 }
 
 /// How a depth or size was asked for, so that a refusal names what the asker can change: a

@@ -13,6 +13,9 @@
 //!   pca/L6.safetensors    (only with --reduce)
 //! ```
 //!
+//! A sharded index is a directory of such indexes, one per shard, under a top manifest
+//! ([`sharded`]).
+//!
 //! An open [`Index`] is one generation of the directory: every file it reads is opened (or read
 //! whole) when it opens, so a build that replaces the directory meanwhile changes nothing it
 //! answers. Opening never writes.
@@ -24,12 +27,12 @@ pub mod docstore;
 mod flat_file;
 pub mod integrity;
 pub mod manifest;
+mod part;
 pub mod pca;
+pub mod sharded;
 mod verify;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
@@ -37,7 +40,9 @@ pub use build::{build, BuildOptions, BuildSummary};
 pub use dense::DenseIndex;
 pub use docstore::DocStore;
 pub use manifest::Manifest;
+pub use part::Part;
 pub use pca::{Pca, PcaSpec};
+pub use sharded::{ShardSpec, ShardsManifest};
 pub use verify::{verify, Verified};
 
 use crate::corpus::Paragraph;
@@ -54,41 +59,32 @@ pub fn pca_file(depth: usize) -> PathBuf {
     Path::new("pca").join(format!("L{depth}.safetensors"))
 }
 
-/// Smaller sizes derived from the stored vectors kept in memory at once; the least recently
-/// used goes first, so that clients asking for many sizes cannot grow the server without bound.
-const DERIVED_SIZES_KEPT: usize = 8;
 /// Opens of a directory that changed under them before [`Index::open`] gives up.
 const OPEN_ATTEMPTS: usize = 3;
 
-/// A built index, opened for queries. Each depth's vectors are loaded on first use, from the file
-/// opened with the index.
+/// A built index, opened for queries: one directory, or the shards of a sharded one searched
+/// together. Every document has its global id (its position in the deduplicated corpus), and
+/// every search returns the whole corpus's best, ranked best first with ties by id, exactly as
+/// one index of the whole corpus would (see [`sharded`]).
 pub struct Index {
     pub dir: PathBuf,
+    /// The index's manifest; for a sharded index, the first shard's with the whole corpus's
+    /// document count and the top manifest's generation.
     pub manifest: Manifest,
-    docs: DocStore,
-    bm25: bm25::Bm25Index,
-    /// Per depth, the PCA that reduced the stored vectors (`rag index --reduce`), if any.
-    pca: HashMap<usize, Pca>,
-    /// Per depth, the stored vector file, header checked.
-    files: HashMap<usize, flat_file::FlatFile>,
-    dense: Mutex<DenseCache>,
-}
-
-#[derive(Default)]
-struct DenseCache {
-    stored: HashMap<usize, Arc<DenseIndex>>,
-    /// Derived sizes, most recently used last.
-    derived: Vec<((usize, usize), Arc<DenseIndex>)>,
+    parts: Vec<Part>,
+    /// Set by [`Index::only_shard`]: the one part ranked.
+    searched: Option<usize>,
 }
 
 impl Index {
-    /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]).
-    /// A build that installs a new generation while this runs makes it start over, so that the
-    /// files opened are all of one generation.
+    /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]);
+    /// a sharded index also has its shards checked against its top manifest. A build that
+    /// installs a new generation while this runs makes it start over, so that the files opened
+    /// are all of one generation.
     pub fn open(dir: &Path) -> Result<Self> {
         for _ in 0..OPEN_ATTEMPTS {
             let index = Self::open_once(dir)?;
-            if Manifest::read(dir).is_ok_and(|m| m == index.manifest) {
+            if generation_on_disk(dir).as_deref() == Some(index.generation().as_str()) {
                 return Ok(index);
             }
         }
@@ -99,79 +95,51 @@ impl Index {
     }
 
     fn open_once(dir: &Path) -> Result<Self> {
-        let manifest = Manifest::read(dir)?;
-        integrity::check_recorded(
-            dir,
-            &manifest,
-            &[docstore::DOCS_FILE, docstore::OFFSETS_FILE, "bm25/", "pca/"],
-        )?;
-        let docs = DocStore::open(dir)?;
-        if docs.len() as u64 != manifest.documents {
-            anyhow::bail!(flat_file::damaged(
-                &dir.join(docstore::OFFSETS_FILE),
-                &format!(
-                    "it lists {} documents, the manifest {}",
-                    docs.len(),
-                    manifest.documents
-                )
-            ));
+        if !sharded::is_sharded(dir) {
+            let part = Part::open(dir)?;
+            return Ok(Self {
+                dir: dir.to_path_buf(),
+                manifest: part.manifest.clone(),
+                parts: vec![part],
+                searched: None,
+            });
         }
-        let pca = match &manifest.reduce {
-            Some(reduce) => manifest
-                .layers
-                .iter()
-                .map(|&depth| {
-                    let file = reduce.transforms.get(&depth).with_context(|| {
-                        format!(
-                            "{} is damaged: no PCA for layer {depth}; rebuild it",
-                            dir.display()
-                        )
-                    })?;
-                    let pca = Pca::load(&dir.join(file))?;
-                    if pca.output_dim() != manifest.stored_dim {
-                        anyhow::bail!(flat_file::damaged(
-                            &dir.join(file),
-                            "its width differs from the manifest's"
-                        ));
-                    }
-                    Ok((depth, pca))
-                })
-                .collect::<Result<_>>()?,
-            None => HashMap::new(),
-        };
-        let files = manifest
-            .layers
-            .iter()
-            .map(|&depth| {
-                let path = dense_file(dir, depth, manifest.stored_dim);
-                let file =
-                    flat_file::FlatFile::open(&path, manifest.documents, manifest.stored_dim)?;
-                Ok((depth, file))
-            })
-            .collect::<Result<_>>()?;
-        let bm25 = bm25::Bm25Index::open(&dir.join("bm25"))?;
-        if bm25.documents() != manifest.documents {
-            anyhow::bail!(flat_file::damaged(
-                &dir.join("bm25"),
-                &format!(
-                    "it holds {} documents, the manifest {}",
-                    bm25.documents(),
-                    manifest.documents
-                )
-            ));
-        }
+        let top = ShardsManifest::read(dir)?;
+        let parts = top.open_shards(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            bm25,
-            manifest,
-            docs,
-            pca,
-            files,
-            dense: Mutex::new(DenseCache::default()),
+            manifest: top.combined(&parts[0].manifest),
+            parts,
+            searched: None,
         })
     }
 
-    /// Names what this index holds: the digest of its files (see [`integrity::generation_id`]).
+    /// The same index, ranking only shard `shard`'s documents (BM25 still scored with the
+    /// whole corpus's statistics): what one worker of a distributed evaluation searches, its
+    /// lists merged with the other shards' afterwards.
+    pub fn only_shard(mut self, shard: ShardSpec) -> Result<Self> {
+        if self.parts.len() != shard.count {
+            anyhow::bail!(
+                "{} has {} shard(s), not {}",
+                self.dir.display(),
+                self.parts.len(),
+                shard.count
+            );
+        }
+        self.searched = Some(shard.index);
+        Ok(self)
+    }
+
+    /// The parts whose documents are ranked.
+    fn searched(&self) -> &[Part] {
+        match self.searched {
+            Some(i) => std::slice::from_ref(&self.parts[i]),
+            None => &self.parts,
+        }
+    }
+
+    /// Names what this index holds: the digest of its files (see [`integrity::generation_id`]),
+    /// or of its shards' generations.
     pub fn generation(&self) -> String {
         self.manifest.generation()
     }
@@ -184,81 +152,109 @@ impl Index {
         self.len() == 0
     }
 
-    /// Document `id`, HTML entities decoded ([`Paragraph::decoded`]).
-    pub fn document(&self, id: u64) -> Result<Paragraph> {
-        Ok(self.docs.get(id)?.decoded())
+    /// The directories searched together: the index itself, or each of its shards.
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
     }
 
-    pub fn bm25(&self) -> &bm25::Bm25Index {
-        &self.bm25
+    /// Document `id` (global), HTML entities decoded ([`Paragraph::decoded`]).
+    pub fn document(&self, id: u64) -> Result<Paragraph> {
+        for part in &self.parts {
+            if let Some(local) = part.local(id) {
+                return Ok(part.document(local)?.decoded());
+            }
+        }
+        anyhow::bail!("document {id} is not in {}", self.dir.display())
     }
 
     /// Query vectors comparable with the stored ones at a resolved depth and size, from the
-    /// encoder's full-width output: through the index's PCA when it has one, then cut to `dim`.
+    /// encoder's full-width output: through the index's PCA when it has one (a sharded index
+    /// never has: `--reduce` is refused with `--shard`), then cut to `dim`.
     pub fn query_vectors(&self, depth: usize, dim: usize, full: &Matrix) -> Result<Matrix> {
-        Ok(match self.pca.get(&depth) {
-            Some(pca) => pca.reduce(full)?.truncated(dim),
-            None => full.truncated(dim),
-        })
+        self.parts[0].query_vectors(depth, dim, full)
     }
 
     /// Loads every depth's vectors now rather than on first use, so that a damaged file is
     /// refused when the index opens (a server does this before it reports ready).
     pub fn preload(&self) -> Result<()> {
-        for &depth in &self.manifest.layers {
-            self.dense(depth, self.manifest.stored_dim)?;
-        }
-        Ok(())
+        self.parts.iter().try_for_each(Part::preload)
     }
 
-    /// The dense index for a depth and size (both already resolved against the manifest). The
-    /// stored width is loaded once (its checksum checked); a smaller size is derived from it
-    /// in memory, never written: reading an index does not change it.
-    pub fn dense(&self, depth: usize, dim: usize) -> Result<Arc<DenseIndex>> {
-        let mut cache = self.dense.lock().expect("dense cache lock");
-        let stored = match cache.stored.get(&depth) {
-            Some(index) => Arc::clone(index),
-            None => {
-                let index = Arc::new(self.load_stored(depth)?);
-                cache.stored.insert(depth, Arc::clone(&index));
-                index
-            }
-        };
-        if dim == stored.dim() {
-            return Ok(stored);
-        }
-        if let Some(i) = cache
-            .derived
+    /// The `k` nearest documents to each row-major query at a resolved depth and size, as
+    /// (global id, cosine), over every part.
+    pub fn search_dense(
+        &self,
+        depth: usize,
+        dim: usize,
+        queries: &[f32],
+        k: usize,
+    ) -> Result<Vec<Vec<(u64, f32)>>> {
+        let per_part = self
+            .searched()
             .iter()
-            .position(|(key, _)| *key == (depth, dim))
-        {
-            let entry = cache.derived.remove(i);
-            let index = Arc::clone(&entry.1);
-            cache.derived.push(entry);
-            return Ok(index);
-        }
-        let derived = Arc::new(stored.truncated(dim)?);
-        if cache.derived.len() == DERIVED_SIZES_KEPT {
-            cache.derived.remove(0);
-        }
-        cache.derived.push(((depth, dim), Arc::clone(&derived)));
-        Ok(derived)
+            .map(|part| {
+                let hits = part.dense(depth, dim)?.search_many(queries, k)?;
+                Ok(hits
+                    .into_iter()
+                    .map(|list| {
+                        list.into_iter()
+                            .map(|(local, score)| (part.global(local), score))
+                            .collect()
+                    })
+                    .collect::<Vec<Vec<_>>>())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let rows = queries.len() / dim.max(1);
+        Ok((0..rows)
+            .map(|row| sharded::merge_top_k(per_part.iter().map(|p| p[row].clone()), k))
+            .collect())
     }
 
-    fn load_stored(&self, depth: usize) -> Result<DenseIndex> {
-        let file = self
-            .files
-            .get(&depth)
-            .with_context(|| format!("the index stores no vectors for layer {depth}"))?;
-        let (index, sha256) = file.load()?;
-        let relative = file.path().strip_prefix(&self.dir).unwrap_or(file.path());
-        if let Some(record) = integrity::record(&self.manifest, relative) {
-            integrity::check_sha(file.path(), record, &sha256)?;
+    /// The `k` best documents for a question by BM25, as (global id, score), scored with the
+    /// statistics of the whole corpus ([`bm25::search_all`]).
+    pub fn search_bm25(&self, question: &str, k: usize) -> Result<Vec<(u64, f32)>> {
+        let indexes: Vec<&bm25::Bm25Index> = self.parts.iter().map(Part::bm25).collect();
+        let mut lists = bm25::search_all(&indexes, question, k)?;
+        if let Some(i) = self.searched {
+            lists = vec![lists.swap_remove(i)];
         }
-        Ok(index)
+        Ok(sharded::merge_top_k(lists, k))
     }
 }
 
-pub(crate) fn create_dir(dir: &Path) -> Result<()> {
+/// The file a new generation of the index in `dir` replaces last: its manifest, or the top
+/// manifest of a sharded index.
+pub fn top_manifest_file(dir: &Path) -> PathBuf {
+    if sharded::is_sharded(dir) {
+        dir.join(sharded::SHARDS_FILE)
+    } else {
+        dir.join(manifest::MANIFEST_FILE)
+    }
+}
+
+/// The manifest of the index in `dir` as [`Index::open`] would report it, without opening it.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    if !sharded::is_sharded(dir) {
+        return Manifest::read(dir);
+    }
+    let top = ShardsManifest::read(dir)?;
+    let first = top
+        .shards
+        .first()
+        .context("the top manifest lists no shards")?;
+    Ok(top.combined(&Manifest::read(&dir.join(&first.dir))?))
+}
+
+/// The generation the index in `dir` holds now, as [`Index::generation`] names it, without
+/// opening it (`None`: no readable manifest).
+pub fn generation_on_disk(dir: &Path) -> Option<String> {
+    if sharded::is_sharded(dir) {
+        ShardsManifest::read(dir).ok().map(|top| top.generation)
+    } else {
+        Manifest::read(dir).ok().map(|m| m.generation())
+    }
+}
+
+pub fn create_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }

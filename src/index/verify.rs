@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::flat_file::damaged;
-use super::{dense_file, integrity, Index};
+use super::{dense_file, integrity, Index, Part};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Verified {
@@ -19,8 +19,27 @@ pub struct Verified {
     pub checksums: bool,
 }
 
+/// Verifies the index in `dir`; a sharded one shard by shard, after opening it whole (which
+/// checks the shards against the top manifest).
 pub fn verify(dir: &Path) -> Result<Verified> {
     let index = Index::open(dir)?;
+    let mut files = 0;
+    let mut checksums = true;
+    for part in index.parts() {
+        let verified = verify_part(part)?;
+        files += verified.files;
+        checksums &= verified.checksums;
+    }
+    Ok(Verified {
+        generation: index.generation(),
+        documents: index.len(),
+        files,
+        checksums,
+    })
+}
+
+fn verify_part(index: &Part) -> Result<Verified> {
+    let dir = &index.dir;
     integrity::check_recorded(dir, &index.manifest, &[""])?;
     let manifest = &index.manifest;
     for &depth in &manifest.layers {
@@ -34,12 +53,12 @@ pub fn verify(dir: &Path) -> Result<Verified> {
             }
         }
     }
-    for id in 0..index.len() {
+    for id in 0..index.documents() {
         index.document(id)?;
     }
     Ok(Verified {
-        generation: index.generation(),
-        documents: index.len(),
+        generation: manifest.generation(),
+        documents: index.documents(),
         files: manifest.files.len(),
         checksums: !manifest.files.is_empty(),
     })

@@ -289,6 +289,14 @@ impl Retriever {
         Ok(encoder)
     }
 
+    /// The same retriever ranking only one shard's documents ([`Index::only_shard`]).
+    pub fn only_shard(self, shard: crate::index::ShardSpec) -> Result<Self> {
+        Ok(Self {
+            index: self.index.only_shard(shard)?,
+            ..self
+        })
+    }
+
     pub fn with_tuning(mut self, tuning: Tuning) -> Result<Self> {
         self.tuning = tuning.check()?;
         Ok(self)
@@ -492,10 +500,7 @@ impl Retriever {
         };
         timings.encode_ms += ms_since(started);
         let started = Instant::now();
-        let hits = self
-            .index
-            .dense(layers, dim)?
-            .search_many(&vectors.data, k)?;
+        let hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
         timings.search_ms += ms_since(started);
         Ok(hits)
     }
@@ -509,7 +514,7 @@ impl Retriever {
         let started = Instant::now();
         let hits = queries
             .iter()
-            .map(|q| self.index.bm25().search(q, k))
+            .map(|q| self.index.search_bm25(q, k))
             .collect::<Result<Vec<_>>>()?;
         timings.search_ms += ms_since(started);
         Ok(hits)

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::index::manifest::{Manifest, MANIFEST_FILE};
 use crate::retrieve::Retriever;
 
 /// How often the manifest is looked at: one `stat` a second.
@@ -32,7 +31,7 @@ struct Stamp {
 }
 
 fn stamp(dir: &Path) -> Option<Stamp> {
-    let meta = std::fs::metadata(dir.join(MANIFEST_FILE)).ok()?;
+    let meta = std::fs::metadata(crate::index::top_manifest_file(dir)).ok()?;
     Some(Stamp {
         device: meta.dev(),
         inode: meta.ino(),
@@ -98,7 +97,7 @@ impl LiveIndex {
         }
         let current = self.current();
         let served = current.index.generation();
-        if Manifest::read(&self.dir).is_ok_and(|m| m.generation() == served) {
+        if crate::index::generation_on_disk(&self.dir).is_some_and(|g| g == served) {
             return false;
         }
         let opened = current.reopen(&self.dir);

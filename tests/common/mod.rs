@@ -123,6 +123,21 @@ pub fn write_corpus(path: &Path, records: usize, per_record: usize) {
     write!(out, "]").unwrap();
 }
 
+/// A question file for a corpus of [`write_corpus`] (300 paragraphs or more): "what is topic N about?", topic N supporting.
+pub fn write_topic_questions(path: &Path, count: usize) {
+    let records: Vec<serde_json::Value> = (0..count)
+        .map(|q| {
+            let n = q * 17 % 300;
+            serde_json::json!({
+                "_id": format!("q{q}"), "question": format!("what is topic {n} about?"),
+                "answer": "x", "supporting_facts": [[format!("topic {n}"), 0]],
+                "context": [[format!("topic {n}"), ["x"]]]
+            })
+        })
+        .collect();
+    std::fs::write(path, serde_json::to_vec(&records).unwrap()).unwrap();
+}
+
 /// Build options for a tiny test index: depths 1 and 3, served at size 16.
 pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
     BuildOptions {
@@ -137,6 +152,7 @@ pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> Bu
         chunk_size: 32,
         skip_bad: false,
         fresh: false,
+        shard: None,
         progress: ProgressMode::Quiet,
     }
 }

@@ -2,8 +2,10 @@
 //! and F1 of the answers, over a grid of depth x dimension. [`plan`] says what a run covers
 //! and builds the index it needs, [`run`] answers the questions and resumes where it stopped,
 //! [`record`] is what a run keeps on disk (`eval/runs/<name>/`), [`scores`] the metrics and
-//! [`report`] what people read.
+//! [`report`] what people read; [`hits`] splits a run's
+//! retrieval over the shards of a sharded index.
 
+pub mod hits;
 pub mod plan;
 pub mod record;
 pub mod report;

@@ -15,7 +15,8 @@ use crate::retrieve::Mode;
 /// with, else `default`.
 pub fn model_dir(asked: Option<&Path>, index_dir: &Path, default: &Path) -> PathBuf {
     asked.map(Path::to_path_buf).unwrap_or_else(|| {
-        Manifest::read(index_dir).map_or_else(|_| default.to_path_buf(), |m| m.model.path)
+        crate::index::read_manifest(index_dir)
+            .map_or_else(|_| default.to_path_buf(), |m| m.model.path)
     })
 }
 
@@ -35,7 +36,7 @@ fn weights_identity(model_dir: &Path) -> Result<(u64, String)> {
 pub fn index_with_depths(options: &BuildOptions, depths: &[usize]) -> Result<PathBuf> {
     let (bytes, sha256) = weights_identity(&options.model_dir)?;
     let covers = |dir: &Path| {
-        Manifest::read(dir)
+        crate::index::read_manifest(dir)
             .map(|m| {
                 m.model.weights_bytes == bytes
                     && m.model.weights_sha256 == sha256
@@ -109,7 +110,7 @@ pub fn grid(
     let (default_layers, default_dims) = if sweep {
         (vec![1, 3, 6], Some(vec![32, 64, 128, 384]))
     } else {
-        let depth = match Manifest::read(index_dir) {
+        let depth = match crate::index::read_manifest(index_dir) {
             Ok(m) => *m.layers.last().expect("an index stores a depth"),
             Err(_) => crate::encoder::read_config(model_dir)?.num_hidden_layers,
         };

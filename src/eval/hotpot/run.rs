@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use super::hits::Rankings;
 use super::record::{read_predictions, Cell, Prediction, PredictionTimings, RunConfig};
 use super::record::{CONFIG_FILE, PREDICTIONS_FILE};
 use super::report::{self, Summary};
@@ -21,7 +22,7 @@ use crate::ask::{AskSettings, Pipeline};
 use crate::corpus::Question;
 use crate::progress::ms_since;
 use crate::progress::{Progress, ProgressMode};
-use crate::retrieve::{Mode, Retriever, SearchResponse, SearchTimings};
+use crate::retrieve::{Mode, Retriever, Scored, SearchResponse, SearchTimings};
 use crate::vectors::Matrix;
 
 pub struct RunOptions<'a> {
@@ -31,6 +32,9 @@ pub struct RunOptions<'a> {
     pub retriever: Option<&'a Retriever>,
     /// Answers the questions; `None` measures retrieval only.
     pub pipeline: Option<&'a Pipeline<'a>>,
+    /// Rankings made elsewhere (the shards' merged hits, [`super::hits`]), used instead of
+    /// ranking with the retriever, which then only reads the documents.
+    pub rankings: Option<&'a Rankings>,
     /// Discard what the directory holds instead of resuming.
     pub fresh: bool,
     pub progress: ProgressMode,
@@ -88,7 +92,7 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
         .filter(|(_, pending)| !pending.is_empty())
         .collect();
     let encoded = match options.retriever {
-        Some(retriever) if config.mode != Mode::Bm25 => {
+        Some(retriever) if config.mode != Mode::Bm25 && options.rankings.is_none() => {
             Some(EncodedQuestions::new(retriever, &pending)?)
         }
         _ => None,
@@ -216,20 +220,35 @@ fn contexts(
             .collect());
     };
     let texts: Vec<&str> = pending.iter().map(|q| q.question.as_str()).collect();
-    let deepest = *RECALL_KS.last().expect("cut-offs");
-    let k = deepest.max(config.top_k);
+    let k = ranking_depth(config.top_k);
     let mut timings = SearchTimings::default();
-    let vectors = encoded.map(|e| e.at(layers, pending));
     let strategy = config.strategy()?;
-    let ranked = retriever.rank(
-        &texts,
-        vectors.as_ref(),
-        strategy,
-        layers,
-        dim,
-        k,
-        &mut timings,
-    )?;
+    let ranked = match options.rankings {
+        Some(rankings) => pending
+            .iter()
+            .map(|q| {
+                let ranking = rankings
+                    .get(&(q.id.clone(), cell))
+                    .with_context(|| format!("no ranking for question {}", q.id))?;
+                Ok(ranking
+                    .iter()
+                    .map(|&(id, score)| Scored { id, score, hop: 1 })
+                    .collect())
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => {
+            let vectors = encoded.map(|e| e.at(layers, pending));
+            retriever.rank(
+                &texts,
+                vectors.as_ref(),
+                strategy,
+                layers,
+                dim,
+                k,
+                &mut timings,
+            )?
+        }
+    };
     let n = pending.len() as f64;
     let timings = SearchTimings {
         encode_ms: encoded.map_or(0.0, |e| e.encode_ms_per_question) + timings.encode_ms / n,
@@ -251,6 +270,12 @@ fn contexts(
             })
         })
         .collect()
+}
+
+/// How deep a run ranks each question: to the deepest recall cut-off, and at least the
+/// paragraphs a prompt reads.
+pub fn ranking_depth(top_k: usize) -> usize {
+    (*RECALL_KS.last().expect("cut-offs")).max(top_k)
 }
 
 fn predict(

@@ -1,0 +1,232 @@
+//! One index directory opened for queries: the files of one generation, checked against its
+//! manifest. An unsharded index is one part; a sharded one is a part per shard ([`super::Index`]
+//! searches them together).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+
+use super::{bm25, dense_file, docstore, flat_file, integrity, sharded};
+use super::{DenseIndex, DocStore, Manifest, Pca};
+use crate::corpus::Paragraph;
+use crate::vectors::Matrix;
+
+/// Smaller sizes derived from the stored vectors kept in memory at once; the least recently
+/// used goes first, so that clients asking for many sizes cannot grow the server without bound.
+const DERIVED_SIZES_KEPT: usize = 8;
+
+/// One index directory, opened for queries: an unsharded index, or one shard of a sharded one.
+/// Each depth's vectors are loaded on first use, from the file opened with the index.
+pub struct Part {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+    /// A shard's documents' global ids, by local id (`None`: the two are the same).
+    ids: Option<Vec<u64>>,
+    docs: DocStore,
+    bm25: bm25::Bm25Index,
+    /// Per depth, the PCA that reduced the stored vectors (`rag index --reduce`), if any.
+    pca: HashMap<usize, Pca>,
+    /// Per depth, the stored vector file, header checked.
+    files: HashMap<usize, flat_file::FlatFile>,
+    dense: Mutex<DenseCache>,
+}
+
+#[derive(Default)]
+struct DenseCache {
+    stored: HashMap<usize, Arc<DenseIndex>>,
+    /// Derived sizes, most recently used last.
+    derived: Vec<((usize, usize), Arc<DenseIndex>)>,
+}
+
+impl Part {
+    /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]).
+    pub fn open(dir: &Path) -> Result<Self> {
+        let manifest = Manifest::read(dir)?;
+        integrity::check_recorded(
+            dir,
+            &manifest,
+            &[
+                docstore::DOCS_FILE,
+                docstore::OFFSETS_FILE,
+                sharded::IDS_FILE,
+                "bm25/",
+                "pca/",
+            ],
+        )?;
+        let docs = DocStore::open(dir)?;
+        if docs.len() as u64 != manifest.documents {
+            anyhow::bail!(flat_file::damaged(
+                &dir.join(docstore::OFFSETS_FILE),
+                &format!(
+                    "it lists {} documents, the manifest {}",
+                    docs.len(),
+                    manifest.documents
+                )
+            ));
+        }
+        let pca = match &manifest.reduce {
+            Some(reduce) => manifest
+                .layers
+                .iter()
+                .map(|&depth| {
+                    let file = reduce.transforms.get(&depth).with_context(|| {
+                        format!(
+                            "{} is damaged: no PCA for layer {depth}; rebuild it",
+                            dir.display()
+                        )
+                    })?;
+                    let pca = Pca::load(&dir.join(file))?;
+                    if pca.output_dim() != manifest.stored_dim {
+                        anyhow::bail!(flat_file::damaged(
+                            &dir.join(file),
+                            "its width differs from the manifest's"
+                        ));
+                    }
+                    Ok((depth, pca))
+                })
+                .collect::<Result<_>>()?,
+            None => HashMap::new(),
+        };
+        let files = manifest
+            .layers
+            .iter()
+            .map(|&depth| {
+                let path = dense_file(dir, depth, manifest.stored_dim);
+                let file =
+                    flat_file::FlatFile::open(&path, manifest.documents, manifest.stored_dim)?;
+                Ok((depth, file))
+            })
+            .collect::<Result<_>>()?;
+        let bm25 = bm25::Bm25Index::open(&dir.join("bm25"))?;
+        if bm25.documents() != manifest.documents {
+            anyhow::bail!(flat_file::damaged(
+                &dir.join("bm25"),
+                &format!(
+                    "it holds {} documents, the manifest {}",
+                    bm25.documents(),
+                    manifest.documents
+                )
+            ));
+        }
+        let ids = match manifest.shard {
+            Some(_) => {
+                let path = dir.join(sharded::IDS_FILE);
+                let ids = sharded::read_ids(&path)?;
+                if ids.len() as u64 != manifest.documents {
+                    anyhow::bail!(flat_file::damaged(
+                        &path,
+                        &format!(
+                            "it lists {} ids, the manifest {} documents",
+                            ids.len(),
+                            manifest.documents
+                        )
+                    ));
+                }
+                Some(ids)
+            }
+            None => None,
+        };
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            ids,
+            bm25,
+            manifest,
+            docs,
+            pca,
+            files,
+            dense: Mutex::new(DenseCache::default()),
+        })
+    }
+
+    pub fn documents(&self) -> u64 {
+        self.manifest.documents
+    }
+
+    /// The global id of local document `local`.
+    pub fn global(&self, local: u64) -> u64 {
+        self.ids.as_ref().map_or(local, |ids| ids[local as usize])
+    }
+
+    /// The local id of global document `id`, if this part holds it.
+    pub fn local(&self, id: u64) -> Option<u64> {
+        match &self.ids {
+            Some(ids) => ids.binary_search(&id).ok().map(|i| i as u64),
+            None => (id < self.documents()).then_some(id),
+        }
+    }
+
+    /// Local document `local`, as stored.
+    pub fn document(&self, local: u64) -> Result<Paragraph> {
+        self.docs.get(local)
+    }
+
+    pub fn bm25(&self) -> &bm25::Bm25Index {
+        &self.bm25
+    }
+
+    /// Query vectors comparable with the stored ones at a resolved depth and size, from the
+    /// encoder's full-width output: through the index's PCA when it has one, then cut to `dim`.
+    pub fn query_vectors(&self, depth: usize, dim: usize, full: &Matrix) -> Result<Matrix> {
+        Ok(match self.pca.get(&depth) {
+            Some(pca) => pca.reduce(full)?.truncated(dim),
+            None => full.truncated(dim),
+        })
+    }
+
+    /// Loads every depth's vectors now rather than on first use.
+    pub fn preload(&self) -> Result<()> {
+        for &depth in &self.manifest.layers {
+            self.dense(depth, self.manifest.stored_dim)?;
+        }
+        Ok(())
+    }
+
+    /// The dense index for a depth and size (both already resolved against the manifest). The
+    /// stored width is loaded once (its checksum checked); a smaller size is derived from it
+    /// in memory, never written: reading an index does not change it.
+    pub fn dense(&self, depth: usize, dim: usize) -> Result<Arc<DenseIndex>> {
+        let mut cache = self.dense.lock().expect("dense cache lock");
+        let stored = match cache.stored.get(&depth) {
+            Some(index) => Arc::clone(index),
+            None => {
+                let index = Arc::new(self.load_stored(depth)?);
+                cache.stored.insert(depth, Arc::clone(&index));
+                index
+            }
+        };
+        if dim == stored.dim() {
+            return Ok(stored);
+        }
+        if let Some(i) = cache
+            .derived
+            .iter()
+            .position(|(key, _)| *key == (depth, dim))
+        {
+            let entry = cache.derived.remove(i);
+            let index = Arc::clone(&entry.1);
+            cache.derived.push(entry);
+            return Ok(index);
+        }
+        let derived = Arc::new(stored.truncated(dim)?);
+        if cache.derived.len() == DERIVED_SIZES_KEPT {
+            cache.derived.remove(0);
+        }
+        cache.derived.push(((depth, dim), Arc::clone(&derived)));
+        Ok(derived)
+    }
+
+    fn load_stored(&self, depth: usize) -> Result<DenseIndex> {
+        let file = self
+            .files
+            .get(&depth)
+            .with_context(|| format!("the index stores no vectors for layer {depth}"))?;
+        let (index, sha256) = file.load()?;
+        let relative = file.path().strip_prefix(&self.dir).unwrap_or(file.path());
+        if let Some(record) = integrity::record(&self.manifest, relative) {
+            integrity::check_sha(file.path(), record, &sha256)?;
+        }
+        Ok(index)
+    }
+}
