@@ -119,8 +119,8 @@ mod tests {
         merged.iter().map(|h| h.0).collect()
     }
 
-    #[test]
-    fn evidence_from_both_hops_adds_up() {
+    /// A first hop and the second-hop rankings of its two seeds.
+    fn two_hops() -> (Vec<(u64, f32)>, Vec<Vec<(u64, f32)>>) {
         // First hop scaled: 10 -> 1, 11 -> 0.5, 12 -> 0.
         let first = vec![(10, 0.9), (11, 0.7), (12, 0.5)];
         // From 10, itself dropped: 20 -> 1, 21 -> 0. From 11: 20 -> 1, 22 -> 0.5, 12 -> 0.
@@ -128,6 +128,12 @@ mod tests {
             vec![(20, 3.0), (10, 2.0), (21, 1.0)],
             vec![(20, 5.0), (22, 4.0), (12, 3.0)],
         ];
+        (first, seconds)
+    }
+
+    #[test]
+    fn evidence_from_both_hops_adds_up() {
+        let (first, seconds) = two_hops();
         let merged = merge(&first, &seconds, &[], (0.8, 0.0), 6);
         // 20: 0.8 * max(1 * 1, 0.5 * 1); 22: 0.8 * 0.5 * 0.5; 12 and 21: 0 (12 seen first).
         assert_eq!(ids(&merged), vec![10, 20, 11, 22, 12, 21]);
@@ -141,12 +147,8 @@ mod tests {
 
     #[test]
     fn links_add_their_seeds_score() {
-        // As above: first hop 10 -> 1, 11 -> 0.5, 12 -> 0; second hop 20 -> 0.8, 22 -> 0.2.
-        let first = vec![(10, 0.9), (11, 0.7), (12, 0.5)];
-        let seconds = vec![
-            vec![(20, 3.0), (10, 2.0), (21, 1.0)],
-            vec![(20, 5.0), (22, 4.0), (12, 3.0)],
-        ];
+        // First hop 10 -> 1, 11 -> 0.5, 12 -> 0; second hop at 0.8: 20 -> 0.8, 22 -> 0.2.
+        let (first, seconds) = two_hops();
         // 10 names 21 (and itself, skipped); 11 names 12 and 30, which no search found.
         let links = vec![vec![21, 10], vec![12, 30]];
         let merged = merge(&first, &seconds, &links, (0.8, 0.5), 7);

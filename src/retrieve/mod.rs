@@ -217,7 +217,7 @@ impl Default for Tuning {
             fusion_weight: 0.3,
             hop_beam: 2,
             hop_weight: 0.3,
-            link_weight: 0.0,
+            link_weight: 0.15,
         }
     }
 }
