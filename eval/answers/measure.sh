@@ -16,17 +16,23 @@ eval_run() { # NAME FLAGS...
   "$RAG" eval --runs-dir "$OUT" --name "$name" "$@" | grep -E '^\| [0-9]'
 }
 if [ "$what" = retrieval ] || [ "$what" = all ]; then
-  # Today's modes and the new ones, one hop and two, full depth and size, all 1,186 questions.
+  # Today's modes and the new ones, one hop and two, full depth and size, all 1,186 questions,
+  # as measured before title links (link weight 0).
   for mode in dense bm25 hybrid fusion; do
-    for hops in 1 2; do eval_run "retrieval-$mode-h$hops" --no-generate --mode $mode --hops $hops; done
+    for hops in 1 2; do eval_run "retrieval-$mode-h$hops" --no-generate --mode $mode --hops $hops --link-weight 0; done
   done
-  # The default over the depth x size grid (the untrained model: layers 1 and 3 are raw MiniLM).
-  eval_run retrieval-default-grid --no-generate --sweep
+  # The default with title links (tune.sh links).
+  eval_run retrieval-fusion-h2-l0.15 --no-generate --mode fusion --hops 2 --link-weight 0.15
+  # The default (before links) over the depth x size grid (the untrained model: layers 1 and 3
+  # are raw MiniLM).
+  eval_run retrieval-default-grid --no-generate --sweep --link-weight 0
   eval_run retrieval-dense-grid --no-generate --sweep --mode dense --hops 1
 fi
 if [ "$what" = em ] || [ "$what" = all ]; then
-  # Exact match on the first 300 questions with the default 1.5B generator and every default.
-  eval_run answers-default-n300 --limit 300
+  # Exact match on the first 300 questions with the default 1.5B generator and every default,
+  # before title links and with them.
+  eval_run answers-default-n300 --limit 300 --link-weight 0
+  eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15
 fi
 if [ "$what" = timing ] || [ "$what" = all ]; then
   python3 eval/answers/ask_timing.py --old-rag "${OLD_RAG:?set OLD_RAG}" --new-rag "$RAG" \

@@ -27,6 +27,8 @@ def strategy(config):
     parts.append(f"{config.get('hops', 1)} hop")
     if config.get("hops", 1) > 1:
         parts.append(f"beam {t.get('hop_beam')}, hop w={t.get('hop_weight')}")
+        if t.get("link_weight"):
+            parts.append(f"link w={t['link_weight']}")
     return ", ".join(parts)
 
 

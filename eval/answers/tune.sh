@@ -5,7 +5,8 @@
 #   eval/answers/tune.sh [STAGE]
 #     1: retrieval modes x hops (--no-generate); 2: the second hop's beam and weight;
 #     context: the context budget with the default retrieval (--context-only: prompts built and
-#     measured, nothing generated); weights: the sentence scores' weights at a budget of 200
+#     measured, nothing generated); weights: the sentence scores' weights at a budget of 200;
+#     links: the second hop's title links (--link-weight) on the default retrieval
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
@@ -36,6 +37,14 @@ if [ "$stage" = 2 ] || [ "$stage" = all ]; then
   for beam in 2 3; do
     for hw in 0.15 0.3 0.5; do
       run "fusion${FUSION_WEIGHT:-0.3}-h2-b$beam-w$hw" --mode fusion --fusion-weight "${FUSION_WEIGHT:-0.3}" --hops 2 --hop-beam $beam --hop-weight $hw
+    done
+  done
+fi
+if [ "$stage" = links ] || [ "$stage" = all ]; then
+  # Link weight 0 is the default retrieval without links.
+  for beam in 2 3; do
+    for lw in 0 0.15 0.3 0.5 1.0; do
+      run "fusion0.3-h2-b$beam-w0.3-l$lw" --mode fusion --fusion-weight 0.3 --hops 2 --hop-beam $beam --hop-weight 0.3 --link-weight $lw
     done
   done
 fi

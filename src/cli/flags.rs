@@ -119,6 +119,10 @@ pub struct StrategyArgs {
     /// With --hops 2: how much second-hop evidence counts beside first-hop evidence.
     #[arg(long, default_value_t = Tuning::default().hop_weight)]
     pub hop_weight: f32,
+    /// With --hops 2: how much a first-hop paragraph naming another's title counts for that
+    /// other (Wikipedia-style links); 0 turns links off.
+    #[arg(long, default_value_t = Tuning::default().link_weight)]
+    pub link_weight: f32,
 }
 
 impl StrategyArgs {
@@ -135,6 +139,7 @@ impl StrategyArgs {
             fusion_weight: self.fusion_weight,
             hop_beam: self.hop_beam,
             hop_weight: self.hop_weight,
+            link_weight: self.link_weight,
         }
     }
 

@@ -13,51 +13,102 @@ pub fn query(question: &str, paragraph: &Paragraph) -> String {
 }
 
 /// One ranking from the first hop (best first) and, for each of its first `seconds.len()`
-/// paragraphs in order (the seeds), the second-hop ranking found from it. Every score is first
-/// scaled to [0, 1] within its ranking (a seed's own entry in its second-hop ranking, which
-/// its text in the query puts on top, is dropped before). A paragraph then scores its
-/// first-hop score plus `weight` times its best second-hop score, each second-hop ranking
-/// counting as much as its seed did in the first hop: evidence from both hops adds up, so a
-/// paragraph the question names keeps its place while one only a seed leads to can rise past
-/// weak first-hop ones. The first hop's best paragraph always stays first. Returns the best `k`
-/// as (id, score, hop), hop 2 for a paragraph that owes more to the second hop than the first.
+/// paragraphs in order (the seeds), the second-hop ranking found from it and the documents its
+/// text names by title (`links`, [`super::links`]; empty when links are off). Every score is
+/// first scaled to [0, 1] within its ranking (a seed's own entry in its second-hop ranking,
+/// which its text in the query puts on top, is dropped before). A paragraph then scores its
+/// first-hop score plus `weight` times its best second-hop score plus `link_weight` times the
+/// best first-hop score of a seed naming it, each second-hop ranking and link counting as much
+/// as its seed did in the first hop: evidence from both hops adds up, so a paragraph the
+/// question names keeps its place while one only a seed leads to can rise past weak first-hop
+/// ones. The first hop's best paragraph always stays first. Returns the best `k` as
+/// (id, score, hop), hop 2 for a paragraph that owes more to the second hop than the first.
 pub fn merge(
     first: &[(u64, f32)],
     seconds: &[Vec<(u64, f32)>],
-    weight: f32,
+    links: &[Vec<u64>],
+    (weight, link_weight): (f32, f32),
     k: usize,
 ) -> Vec<(u64, f32, u8)> {
     let first = min_max(first);
-    // Per paragraph: first-hop score (0 when only the second hop found it), best weighted
-    // second-hop score, and whether the first hop found it; in first-seen order.
-    let mut scores: Vec<(u64, f32, f32, bool)> =
-        first.iter().map(|&(id, s)| (id, s, 0.0, true)).collect();
+    let mut scores: Vec<Evidence> = first
+        .iter()
+        .map(|&(id, s)| Evidence {
+            id,
+            first: s,
+            second: 0.0,
+            link: 0.0,
+            found_first: true,
+        })
+        .collect();
+    // Found only by the second hop or a link: first-hop score 0, in first-seen order.
+    let entry = |scores: &mut Vec<Evidence>, id: u64| -> usize {
+        scores.iter().position(|s| s.id == id).unwrap_or_else(|| {
+            scores.push(Evidence {
+                id,
+                first: 0.0,
+                second: 0.0,
+                link: 0.0,
+                found_first: false,
+            });
+            scores.len() - 1
+        })
+    };
     for (&(seed, lead), second) in first.iter().zip(seconds) {
         let others: Vec<(u64, f32)> = second.iter().copied().filter(|h| h.0 != seed).collect();
         for (id, score) in min_max(&others) {
-            let reached = weight * lead * score;
-            match scores.iter_mut().find(|s| s.0 == id) {
-                Some(entry) => entry.2 = entry.2.max(reached),
-                None => scores.push((id, 0.0, reached, false)),
-            }
+            let i = entry(&mut scores, id);
+            scores[i].second = scores[i].second.max(weight * lead * score);
         }
     }
-    let total = |s: &(u64, f32, f32, bool)| s.1 + s.2;
-    let best = scores.iter().map(total).fold(f32::NEG_INFINITY, f32::max);
+    // Link weight 0 is no links at all: nothing enters the ranking through a link alone.
+    let links = if link_weight > 0.0 { links } else { &[] };
+    for (&(seed, lead), named) in first.iter().zip(links) {
+        for &id in named.iter().filter(|&&id| id != seed) {
+            let i = entry(&mut scores, id);
+            scores[i].link = scores[i].link.max(link_weight * lead);
+        }
+    }
+    let best = scores
+        .iter()
+        .map(Evidence::total)
+        .fold(f32::NEG_INFINITY, f32::max);
     // The first hop's best stays first; the rest by total, ties in first-seen order (a stable
     // sort).
     if let Some((head, rest)) = scores.split_first_mut() {
-        rest.sort_by(|a, b| total(b).total_cmp(&total(a)));
-        head.1 = best - head.2;
+        rest.sort_by(|a, b| b.total().total_cmp(&a.total()));
+        head.first = best - head.second - head.link;
     }
     scores
         .into_iter()
         .take(k)
         .map(|s| {
-            let hop = if s.3 && s.1 >= s.2 { 1 } else { 2 };
-            (s.0, total(&s), hop)
+            let hop = if s.found_first && s.first >= s.second + s.link {
+                1
+            } else {
+                2
+            };
+            (s.id, s.total(), hop)
         })
         .collect()
+}
+
+/// What the two hops say for one paragraph (each term already weighted).
+struct Evidence {
+    id: u64,
+    /// First-hop score (0 when only the second hop found it).
+    first: f32,
+    /// Best second-hop score.
+    second: f32,
+    /// Best link score.
+    link: f32,
+    found_first: bool,
+}
+
+impl Evidence {
+    fn total(&self) -> f32 {
+        self.first + self.second + self.link
+    }
 }
 
 #[cfg(test)]
@@ -68,8 +119,11 @@ mod tests {
         merged.iter().map(|h| h.0).collect()
     }
 
-    #[test]
-    fn evidence_from_both_hops_adds_up() {
+    /// (id, score), best first.
+    type Ranking = Vec<(u64, f32)>;
+
+    /// A first hop and the second-hop rankings of its two seeds.
+    fn two_hops() -> (Ranking, Vec<Ranking>) {
         // First hop scaled: 10 -> 1, 11 -> 0.5, 12 -> 0.
         let first = vec![(10, 0.9), (11, 0.7), (12, 0.5)];
         // From 10, itself dropped: 20 -> 1, 21 -> 0. From 11: 20 -> 1, 22 -> 0.5, 12 -> 0.
@@ -77,7 +131,13 @@ mod tests {
             vec![(20, 3.0), (10, 2.0), (21, 1.0)],
             vec![(20, 5.0), (22, 4.0), (12, 3.0)],
         ];
-        let merged = merge(&first, &seconds, 0.8, 6);
+        (first, seconds)
+    }
+
+    #[test]
+    fn evidence_from_both_hops_adds_up() {
+        let (first, seconds) = two_hops();
+        let merged = merge(&first, &seconds, &[], (0.8, 0.0), 6);
         // 20: 0.8 * max(1 * 1, 0.5 * 1); 22: 0.8 * 0.5 * 0.5; 12 and 21: 0 (12 seen first).
         assert_eq!(ids(&merged), vec![10, 20, 11, 22, 12, 21]);
         let hops: Vec<u8> = merged.iter().map(|h| h.2).collect();
@@ -89,20 +149,44 @@ mod tests {
     }
 
     #[test]
+    fn links_add_their_seeds_score() {
+        // First hop 10 -> 1, 11 -> 0.5, 12 -> 0; second hop at 0.8: 20 -> 0.8, 22 -> 0.2.
+        let (first, seconds) = two_hops();
+        // 10 names 21 (and itself, skipped); 11 names 12 and 30, which no search found.
+        let links = vec![vec![21, 10], vec![12, 30]];
+        let merged = merge(&first, &seconds, &links, (0.8, 0.5), 7);
+        // 21: 0.5 * 1; 12 and 30: 0.5 * 0.5. Ties in first-seen order (11 before 21).
+        assert_eq!(ids(&merged), vec![10, 20, 11, 21, 12, 30, 22]);
+        let hops: Vec<u8> = merged.iter().map(|h| h.2).collect();
+        assert_eq!(hops, vec![1, 2, 1, 2, 2, 2, 2]);
+        let scores: Vec<f32> = merged.iter().map(|h| h.1).collect();
+        for (got, want) in scores.iter().zip([1.0, 0.8, 0.5, 0.5, 0.25, 0.25, 0.2]) {
+            assert!((got - want).abs() < 1e-6, "{scores:?}");
+        }
+        // Link weight 0 is the ranking without links, scores and all.
+        let without = merge(&first, &seconds, &[], (0.8, 0.0), 7);
+        assert_eq!(merge(&first, &seconds, &links, (0.8, 0.0), 7), without);
+        assert_eq!(ids(&without), vec![10, 20, 11, 22, 12, 21]);
+    }
+
+    #[test]
     fn the_first_hops_best_stays_first_and_nothing_repeats() {
         // First hop scaled: 1 -> 1, 2 -> 0.9, 3 -> 0.
         let first = vec![(1, 1.0), (2, 0.9), (3, 0.0)];
         // From 1: 2 -> 1, 5 -> 0. From 2: 7 -> 1, 1 -> 5/9, 8 -> 0.
         let seconds = vec![vec![(2, 1.0), (5, 0.0)], vec![(7, 9.0), (1, 5.0), (8, 0.0)]];
-        let merged = merge(&first, &seconds, 1.0, 4);
+        let merged = merge(&first, &seconds, &[], (1.0, 0.0), 4);
         // 2 (0.9 + 1) outscores 1 (1 + 0.9 * 5/9), but 1 leads; its score is the best total.
         assert_eq!(ids(&merged), vec![1, 2, 7, 3]);
         assert!((merged[0].1 - 1.9).abs() < 1e-6 && (merged[1].1 - 1.9).abs() < 1e-6);
         assert!((merged[2].1 - 0.9).abs() < 1e-6, "{merged:?}");
-        assert_eq!(merge(&first, &seconds, 1.0, 1).len(), 1);
-        assert!(merge(&[], &[], 1.0, 3).is_empty());
+        assert_eq!(merge(&first, &seconds, &[], (1.0, 0.0), 1).len(), 1);
+        assert!(merge(&[], &[], &[], (1.0, 1.0), 3).is_empty());
         // Weight 0 is the first hop alone.
-        assert_eq!(ids(&merge(&first, &seconds, 0.0, 3)), vec![1, 2, 3]);
+        assert_eq!(
+            ids(&merge(&first, &seconds, &[], (0.0, 0.0), 3)),
+            vec![1, 2, 3]
+        );
     }
 
     #[test]

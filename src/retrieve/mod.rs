@@ -3,9 +3,10 @@
 
 pub mod fusion;
 pub mod hops;
+pub mod links;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use anyhow::{bail, Result};
@@ -204,6 +205,10 @@ pub struct Tuning {
     pub hop_beam: usize,
     /// What second-hop evidence counts for beside first-hop evidence ([`hops::merge`]).
     pub hop_weight: f32,
+    /// What a seed naming a paragraph's title counts for ([`links`]); 0 turns links off.
+    /// Runs recorded before links existed had none.
+    #[serde(default)]
+    pub link_weight: f32,
 }
 
 impl Default for Tuning {
@@ -212,6 +217,7 @@ impl Default for Tuning {
             fusion_weight: 0.3,
             hop_beam: 2,
             hop_weight: 0.3,
+            link_weight: 0.15,
         }
     }
 }
@@ -230,6 +236,12 @@ impl Tuning {
         if !(self.hop_weight.is_finite() && self.hop_weight >= 0.0) {
             bail!("the hop weight must be 0 or more (got {})", self.hop_weight);
         }
+        if !(self.link_weight.is_finite() && self.link_weight >= 0.0) {
+            bail!(
+                "the link weight must be 0 or more (got {})",
+                self.link_weight
+            );
+        }
         Ok(self)
     }
 }
@@ -239,6 +251,8 @@ pub struct Retriever {
     /// Shared with the retriever of the index's next generation when it has the same encoder.
     pub encoder: Arc<Encoder>,
     pub tuning: Tuning,
+    /// The index's title links, built on the first search that uses them.
+    links: OnceLock<links::Links>,
 }
 
 impl Retriever {
@@ -251,6 +265,7 @@ impl Retriever {
             index,
             encoder: Arc::new(encoder),
             tuning: Tuning::default(),
+            links: OnceLock::new(),
         })
     }
 
@@ -271,6 +286,7 @@ impl Retriever {
             index,
             encoder,
             tuning: self.tuning,
+            links: OnceLock::new(),
         })
     }
 
@@ -300,6 +316,16 @@ impl Retriever {
     pub fn with_tuning(mut self, tuning: Tuning) -> Result<Self> {
         self.tuning = tuning.check()?;
         Ok(self)
+    }
+
+    /// The title links of the index, built on first use. Two searches racing here may both
+    /// build them; one result is kept.
+    fn links(&self) -> Result<&links::Links> {
+        if let Some(built) = self.links.get() {
+            return Ok(built);
+        }
+        let built = links::Links::of_index(&self.index)?;
+        Ok(self.links.get_or_init(|| built))
     }
 
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
@@ -404,10 +430,19 @@ impl Retriever {
         let depth = k.max(CANDIDATES);
         let first = self.rank_once(queries, encoded, strategy.mode, layers, dim, depth, timings)?;
         let started = Instant::now();
+        let links = (self.tuning.link_weight > 0.0)
+            .then(|| self.links())
+            .transpose()?;
         let mut texts = Vec::new();
+        // Per seed, the documents its text names (none without links).
+        let mut named = Vec::new();
         for (query, ranking) in queries.iter().zip(&first) {
             for &(id, _) in ranking.iter().take(self.tuning.hop_beam) {
-                texts.push(hops::query(query, &self.index.document(id)?));
+                let seed = self.index.document(id)?;
+                if let Some(links) = links {
+                    named.push(links.mentioned(&seed.text, id));
+                }
+                texts.push(hops::query(query, &seed));
             }
         }
         timings.search_ms += ms_since(started);
@@ -426,12 +461,15 @@ impl Retriever {
             )?
         }
         .into_iter();
+        let mut named = named.into_iter();
+        let weights = (self.tuning.hop_weight, self.tuning.link_weight);
         Ok(first
             .iter()
             .map(|ranking| {
                 let seeds = ranking.len().min(self.tuning.hop_beam);
                 let seconds: Vec<_> = seconds.by_ref().take(seeds).collect();
-                hops::merge(ranking, &seconds, self.tuning.hop_weight, k)
+                let named: Vec<_> = named.by_ref().take(seeds).collect();
+                hops::merge(ranking, &seconds, &named, weights, k)
                     .into_iter()
                     .map(|(id, score, hop)| Scored { id, score, hop })
                     .collect()

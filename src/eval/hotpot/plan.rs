@@ -165,6 +165,11 @@ pub fn run_name(config: &RunConfig, llm: &Path) -> String {
         }
         _ => String::new(),
     };
+    // Only with links on, so that runs from before links keep their names.
+    let hops = match config.tuning {
+        Some(t) if config.hops > 1 && t.link_weight > 0.0 => format!("{hops}l{}", t.link_weight),
+        _ => hops,
+    };
     let retrieval = format!(
         "{}{weight}{hops}-L{}-d{}",
         config.mode,

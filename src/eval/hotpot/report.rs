@@ -218,6 +218,12 @@ pub fn markdown(summary: &Summary) -> String {
             }
             _ => weight,
         };
+        let weight = match c.tuning {
+            Some(t) if c.hops > 1 && t.link_weight > 0.0 => {
+                format!("{weight}, link weight {}", t.link_weight)
+            }
+            _ => weight,
+        };
         let read = match c.context_tokens {
             0 => "whole".to_string(),
             tokens => format!("their best sentences within {tokens} tokens"),
