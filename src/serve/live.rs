@@ -55,10 +55,11 @@ pub struct LiveIndex {
 }
 
 impl LiveIndex {
-    /// Serves `retriever`'s index, watching its directory for new generations. Its vectors are
-    /// loaded now, so that a damaged index is refused before the server reports ready.
+    /// Serves `retriever`'s index, watching its directory for new generations. Its vectors (and
+    /// title links) are loaded now, so that a damaged index is refused before the server
+    /// reports ready and no request pays for the loading.
     pub fn new(retriever: Retriever) -> Result<Self> {
-        retriever.index.preload()?;
+        retriever.preload()?;
         let dir = retriever.index.dir.clone();
         Ok(Self {
             watch: Mutex::new(Watch {
