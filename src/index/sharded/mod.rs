@@ -108,9 +108,17 @@ pub fn read_ids(path: &Path) -> Result<Vec<u64>> {
 /// The `k` best of several rankings of (global id, score): best score first, ties by id, the
 /// order an index of the whole corpus gives.
 pub fn merge_top_k(lists: impl IntoIterator<Item = Vec<(u64, f32)>>, k: usize) -> Vec<(u64, f32)> {
-    let mut all: Vec<(u64, f32)> = lists.into_iter().flatten().collect();
-    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    all.truncate(k);
+    top_k(lists.into_iter().flatten().collect(), k)
+}
+
+/// The `k` best of (id, score) pairs in that order, without sorting the rest.
+pub fn top_k(mut all: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
+    let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if k < all.len() {
+        all.select_nth_unstable_by(k, order);
+        all.truncate(k);
+    }
+    all.sort_by(order);
     all
 }
 

@@ -1,26 +1,25 @@
 //! The lexical side: a tantivy BM25 index over title and text (English stemming), with the
 //! document id stored so hits join the dense side and the document store.
 
-use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use tantivy::collector::TopDocs;
+use anyhow::{bail, Context, Result};
 use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
 use tantivy::directory::{
     Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
 };
-use tantivy::query::{Bm25StatisticsProvider, Query, QueryParser};
+use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query, QueryParser};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED,
 };
-use tantivy::{
-    doc, DocId, Index, IndexReader, ReloadPolicy, Score, Searcher, SegmentReader, TantivyDocument,
-    Term,
-};
+use tantivy::{doc, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use crate::corpus::Paragraph;
+use crate::index::sharded::top_k;
+
+mod exact;
+use exact::ExactQuery;
 
 const TOKENIZER: &str = "en_stem";
 /// The document's global id (a fast field: rankings break ties by it).
@@ -113,9 +112,9 @@ impl Bm25Index {
     }
 
     /// This index's `k` best documents for a parsed query, scored with `statistics` (document
-    /// counts, token counts and document frequencies of the whole corpus). Equal scores are
-    /// ranked by id, in the collector itself, so that which of them make the top `k` does not
-    /// depend on how the documents fell into segments or shards.
+    /// counts, token counts and document frequencies of the whole corpus) and summed so that a
+    /// document's score does not depend on its segment or shard ([`exact`]); equal scores rank
+    /// by id.
     fn search_scored(
         &self,
         query: &dyn Query,
@@ -123,23 +122,26 @@ impl Bm25Index {
         statistics: &dyn Bm25StatisticsProvider,
     ) -> Result<Vec<(u64, f32)>> {
         let searcher = self.reader.searcher();
-        let by_score_then_id =
-            TopDocs::with_limit(k.max(1)).tweak_score(|segment: &SegmentReader| {
-                let ids = segment.fast_fields().u64(ID_FIELD).ok();
-                move |doc: DocId, score: Score| {
-                    let id = ids.as_ref().and_then(|ids| ids.first(doc));
-                    (score, Reverse(id.unwrap_or(u64::MAX)))
+        let scoring = EnableScoring::enabled_from_statistics_provider(statistics, &searcher);
+        let exact = ExactQuery::new(query, scoring)?;
+        let mut hits = Vec::new();
+        for segment in searcher.segment_readers() {
+            let ids = segment.fast_fields().u64(ID_FIELD)?;
+            let alive = segment.alive_bitset();
+            let mut missing = false;
+            exact.for_each(segment, &mut |doc, score| {
+                if alive.is_none_or(|alive| alive.is_alive(doc)) {
+                    match ids.first(doc) {
+                        Some(id) => hits.push((id, score as f32)),
+                        None => missing = true,
+                    }
                 }
-            });
-        let top = searcher.search_with_statistics_provider(query, &by_score_then_id, statistics)?;
-        top.into_iter()
-            .map(|((score, Reverse(id)), _)| {
-                if id == u64::MAX {
-                    anyhow::bail!("BM25 document without an id");
-                }
-                Ok((id, score))
-            })
-            .collect()
+            })?;
+            if missing {
+                bail!("BM25 document without an id");
+            }
+        }
+        Ok(top_k(hits, k))
     }
 }
 
