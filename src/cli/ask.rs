@@ -1,7 +1,6 @@
 //! `rag ask`: a question answered from the index by a GGUF model, with its sources.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -9,23 +8,17 @@ use clap::Args;
 use serde::Serialize;
 
 use rag::ask::{AskResult, Pipeline};
-use rag::index;
 use rag::progress::ms_since;
 
-use super::flags::{CellArgs, ContextArgs, GeneratorArgs, PrecisionArg, StrategyArgs};
+use super::flags::{CellArgs, ContextArgs, GeneratorArgs, IndexArgs, StrategyArgs};
 use super::print_json;
 
 #[derive(Args, Debug)]
 pub struct AskArgs {
     /// The question.
     pub question: String,
-    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
-    pub index: PathBuf,
-    /// Encoder to use; must be the one the index was built with (default: that one).
-    #[arg(long)]
-    pub model: Option<PathBuf>,
     #[command(flatten)]
-    pub precision: PrecisionArg,
+    pub index: IndexArgs,
     /// Default: the best measured (see eval/answers/).
     #[command(flatten)]
     pub strategy: StrategyArgs,
@@ -50,9 +43,7 @@ pub fn run(args: AskArgs) -> Result<()> {
         args.cell.layers,
         args.cell.dim,
     );
-    let retriever =
-        args.strategy
-            .open(&args.index, args.model.as_deref(), args.precision.precision)?;
+    let retriever = args.strategy.open(&args.index)?;
     let loading = Instant::now();
     let generator = args.generator.load()?;
     let model_load_ms = ms_since(loading);

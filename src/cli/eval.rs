@@ -13,7 +13,8 @@ use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use rag::progress::ProgressMode;
 
 use super::flags::{
-    ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, NumberList, StrategyArgs, DEFAULT_MODEL_DIR,
+    ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, IndexArgs, NumberList, StrategyArgs,
+    DEFAULT_MODEL_DIR,
 };
 use super::print_json;
 
@@ -130,9 +131,11 @@ pub fn run(args: EvalArgs) -> Result<()> {
             progress: ProgressMode::for_stderr(),
         };
         let dir = hotpot::index_with_depths(&build, &layers)?;
-        let retriever = args
-            .strategy
-            .open(&dir, None, args.encoder.precision.precision)?;
+        let retriever = args.strategy.open(&IndexArgs {
+            index: dir,
+            model: None,
+            precision: args.encoder.precision,
+        })?;
         let cells = plan::cells(&retriever.index.manifest, &layers, dims.as_deref())?;
         let retriever = match args.shard {
             Some(shard) => retriever.only_shard(shard)?,

@@ -59,6 +59,18 @@ pub struct EncoderArgs {
     pub precision: PrecisionArg,
 }
 
+/// The index a question is asked of, and the encoder that reads it.
+#[derive(Args, Debug, Clone)]
+pub struct IndexArgs {
+    #[arg(long, env = "RAG_INDEX", default_value = rag::index::DEFAULT_INDEX_DIR)]
+    pub index: PathBuf,
+    /// Encoder to use; must be the one the index was built with (default: that one).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub precision: PrecisionArg,
+}
+
 #[derive(Args, Debug, Clone, Copy)]
 pub struct PrecisionArg {
     /// Arithmetic of the encoder's projections: `int8` (8-bit integers, AVX-512 VNNI) encodes
@@ -143,13 +155,14 @@ impl StrategyArgs {
         }
     }
 
-    pub fn open(
-        &self,
-        index: &Path,
-        model: Option<&Path>,
-        precision: Precision,
-    ) -> Result<Retriever> {
-        Retriever::open(index, model, precision)?.with_tuning(self.tuning())
+    /// The retriever of `index`, tuned by these flags.
+    pub fn open(&self, index: &IndexArgs) -> Result<Retriever> {
+        Retriever::open(
+            &index.index,
+            index.model.as_deref(),
+            index.precision.precision,
+        )?
+        .with_tuning(self.tuning())
     }
 }
 

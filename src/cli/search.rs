@@ -1,27 +1,19 @@
 //! `rag search`: the ranked paragraphs for a question.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::Args;
 
-use rag::index;
 use rag::retrieve::{Mode, SearchRequest, SearchResponse, Strategy};
 
-use super::flags::{CellArgs, PrecisionArg, StrategyArgs};
+use super::flags::{CellArgs, IndexArgs, StrategyArgs};
 use super::print_json;
 
 #[derive(Args, Debug)]
 pub struct SearchArgs {
     /// The question.
     pub query: String,
-    #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
-    pub index: PathBuf,
-    /// Encoder to use; must be the one the index was built with (default: that one).
-    #[arg(long)]
-    pub model: Option<PathBuf>,
     #[command(flatten)]
-    pub precision: PrecisionArg,
+    pub index: IndexArgs,
     /// How many paragraphs.
     #[arg(long, short, default_value_t = 5)]
     pub k: usize,
@@ -39,9 +31,7 @@ pub fn run(args: SearchArgs) -> Result<()> {
     if strategy.mode == Mode::Bm25 && (args.cell.layers.is_some() || args.cell.dim.is_some()) {
         eprintln!("note: BM25 uses no vectors, so --layers and --dim are ignored");
     }
-    let retriever =
-        args.strategy
-            .open(&args.index, args.model.as_deref(), args.precision.precision)?;
+    let retriever = args.strategy.open(&args.index)?;
     let response = retriever.search(&SearchRequest {
         query: &args.query,
         k: args.k,

@@ -10,7 +10,7 @@ use rag::encoder::Precision;
 use rag::index;
 use rag::serve;
 
-use super::flags::{ContextArgs, GenerationArgs, StrategyArgs};
+use super::flags::{ContextArgs, GenerationArgs, IndexArgs, PrecisionArg, StrategyArgs};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -89,20 +89,16 @@ pub fn run(args: ServeArgs) -> Result<()> {
         runs: serve_runs_dir(args.runs.clone())?,
         ..Default::default()
     };
-    let precision = args.precision();
-    let (index_dir, model, llm, generation, strategy) = (
-        args.index,
-        args.model,
-        args.llm,
-        args.generation,
-        args.strategy,
-    );
+    let index = IndexArgs {
+        precision: PrecisionArg {
+            precision: args.precision(),
+        },
+        index: args.index,
+        model: args.model,
+    };
+    let (llm, generation, strategy) = (args.llm, args.generation, args.strategy);
     let load = move || {
-        let retriever = Arc::new(serve::LiveIndex::new(strategy.open(
-            &index_dir,
-            model.as_deref(),
-            precision,
-        )?)?);
+        let retriever = Arc::new(serve::LiveIndex::new(strategy.open(&index)?)?);
         let answerer = match llm {
             Some(path) => Some(Arc::new(serve::RagAnswerer {
                 retriever: Arc::clone(&retriever),
