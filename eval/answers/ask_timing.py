@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from serve_common import DEFAULT_QUESTIONS, Client  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "serving"))
+from common import DEFAULT_QUESTIONS, Client  # noqa: E402
 
 
 def normalize(s):
