@@ -112,8 +112,7 @@ struct Counts {
 mod tests {
     use tantivy::collector::TopDocs;
 
-    use super::super::{build, Bm25Index};
-    use crate::corpus::Paragraph;
+    use super::super::tests::index_of;
 
     /// Query syntax a question may hold (required, excluded, phrases, groups, fields) matches
     /// what tantivy's own search matches, with its scores.
@@ -130,17 +129,7 @@ mod tests {
             ("Cats", "Cats of Paris are running and jumping."),
             ("Dogs", "Dogs are not cats."),
         ];
-        let documents = docs.iter().enumerate().map(|(id, (title, text))| {
-            Ok((
-                id as u64,
-                Paragraph {
-                    title: title.to_string(),
-                    text: text.to_string(),
-                },
-            ))
-        });
-        build(dir.path(), documents, || {}).unwrap();
-        let index = Bm25Index::open(dir.path()).unwrap();
+        let (index, _) = index_of(dir.path(), &docs);
         let searcher = index.reader.searcher();
         for question in [
             "which river flows through paris?",

@@ -236,8 +236,25 @@ impl Directory for ReadOnlyDirectory {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// A BM25 index in `dir` of (title, text) paragraphs, ids in order; how many documents the
+    /// build reported.
+    pub fn index_of(dir: &Path, docs: &[(&str, &str)]) -> (Bm25Index, usize) {
+        let documents = docs.iter().enumerate().map(|(id, (title, text))| {
+            Ok((
+                id as u64,
+                Paragraph {
+                    title: title.to_string(),
+                    text: text.to_string(),
+                },
+            ))
+        });
+        let mut seen = 0;
+        build(dir, documents, || seen += 1).unwrap();
+        (Bm25Index::open(dir).unwrap(), seen)
+    }
 
     #[test]
     fn finds_the_paragraph_that_shares_stemmed_words() {
@@ -246,22 +263,9 @@ mod tests {
             ("Paris", "Paris is the capital of France."),
             ("Rivers", "The Danube flows through many countries."),
             ("Cats", "Cats are running and jumping."),
-        ]
-        .into_iter()
-        .enumerate()
-        .map(|(id, (t, x))| {
-            Ok((
-                id as u64,
-                Paragraph {
-                    title: t.into(),
-                    text: x.into(),
-                },
-            ))
-        });
-        let mut seen = 0;
-        build(dir.path(), docs, || seen += 1).unwrap();
+        ];
+        let (index, seen) = index_of(dir.path(), &docs);
         assert_eq!(seen, 3);
-        let index = Bm25Index::open(dir.path()).unwrap();
         let hits = index.search("which cat runs?", 2).unwrap();
         assert_eq!(hits[0].0, 2);
         // Unbalanced syntax is not an error.
