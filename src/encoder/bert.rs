@@ -96,7 +96,7 @@ fn matmul_tokens(xs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
 fn linear_tokens(layer: &Linear, xs: &Tensor) -> Result<Tensor> {
     let out = matmul_tokens(xs, &layer.weight().t()?)?;
     match layer.bias() {
-        Some(bias) => out.broadcast_add(bias),
+        Some(bias) => kernels::bias_add(&out, bias),
         None => Ok(out),
     }
 }
@@ -243,7 +243,9 @@ impl Projection {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Self::Packed(packed) => packed.forward(xs),
-            Self::Transposed { weight_t, bias } => matmul_tokens(xs, weight_t)?.broadcast_add(bias),
+            Self::Transposed { weight_t, bias } => {
+                kernels::bias_add(&matmul_tokens(xs, weight_t)?, bias)
+            }
         }
     }
 
