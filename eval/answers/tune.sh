@@ -64,3 +64,9 @@ if [ "$stage" = weights ] || [ "$stage" = all ]; then
     context "context-200-w$w" --context-tokens 200 --sentence-weights $w
   done
 fi
+if [ "$stage" = topk ] || [ "$stage" = all ]; then
+  # Paragraphs the 200-token context is chosen from, with every other default (title links on).
+  for k in 3 4 5 6 8; do
+    context "topk-$k" --top-k $k
+  done
+fi
