@@ -170,8 +170,12 @@ def main():
             lines.append(f"| {name} | {t['seconds']:.0f} | {t['seconds_per_step']:.2f} | "
                          f"{t['examples_per_second']:.1f} | {t['final_loss']:.3f} |")
     lines.append("")
+    rounds = OUT / "train_speed_rounds.md"
+    if rounds.exists():
+        lines += ["## Side by side with PyTorch, alternating rounds (eval/training/train_speed_rounds.sh)", "",
+                  rounds.read_text().split("\n", 2)[-1].strip(), ""]
     if speed:
-        lines += ["## Side by side with PyTorch (eval/training/train_speed.sh)", "",
+        lines += ["## Side by side with PyTorch, one run each (eval/training/train_speed.sh)", "",
                   (OUT / "train_speed.md").read_text().split("\n", 2)[-1].strip(), ""]
     (OUT / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
