@@ -9,7 +9,7 @@ use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWrite
 use tantivy::directory::{
     Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
 };
-use tantivy::query::{Bm25StatisticsProvider, EnableScoring, Query, QueryParser};
+use tantivy::query::{Bm25StatisticsProvider, EnableScoring, QueryParser};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED,
 };
@@ -110,39 +110,6 @@ impl Bm25Index {
     pub fn search(&self, question: &str, k: usize) -> Result<Vec<(u64, f32)>> {
         search_all(&[self], question, k).map(|mut lists| lists.remove(0))
     }
-
-    /// This index's `k` best documents for a parsed query, scored with `statistics` (document
-    /// counts, token counts and document frequencies of the whole corpus) and summed so that a
-    /// document's score does not depend on its segment or shard ([`exact`]); equal scores rank
-    /// by id.
-    fn search_scored(
-        &self,
-        query: &dyn Query,
-        k: usize,
-        statistics: &dyn Bm25StatisticsProvider,
-    ) -> Result<Vec<(u64, f32)>> {
-        let searcher = self.reader.searcher();
-        let scoring = EnableScoring::enabled_from_statistics_provider(statistics, &searcher);
-        let exact = ExactQuery::new(query, scoring)?;
-        let mut hits = Vec::new();
-        for segment in searcher.segment_readers() {
-            let ids = segment.fast_fields().u64(ID_FIELD)?;
-            let alive = segment.alive_bitset();
-            let mut missing = false;
-            exact.for_each(segment, &mut |doc, score| {
-                if alive.is_none_or(|alive| alive.is_alive(doc)) {
-                    match ids.first(doc) {
-                        Some(id) => hits.push((id, score as f32)),
-                        None => missing = true,
-                    }
-                }
-            })?;
-            if missing {
-                bail!("BM25 document without an id");
-            }
-        }
-        Ok(top_k(hits, k))
-    }
 }
 
 /// The `k` best documents of each of `shards` (the BM25 indexes of one corpus's shards) for a
@@ -154,10 +121,38 @@ pub fn search_all(shards: &[&Bm25Index], question: &str, k: usize) -> Result<Vec
     let first = shards.first().context("no BM25 index to search")?;
     let (query, _ignored) = first.parser.parse_query_lenient(question);
     let statistics = Summed(shards.iter().map(|s| s.reader.searcher()).collect());
-    shards
+    // One set of weights serves every shard: they hold only the corpus-wide statistics.
+    let scoring = EnableScoring::enabled_from_statistics_provider(&statistics, &statistics.0[0]);
+    let exact = ExactQuery::new(query.as_ref(), scoring)?;
+    statistics
+        .0
         .iter()
-        .map(|shard| shard.search_scored(query.as_ref(), k, &statistics))
+        .map(|searcher| top_matches(searcher, &exact, k))
         .collect()
+}
+
+/// The `k` best documents of one shard's `searcher` for a query whose scores are summed so that
+/// a document's score does not depend on its segment or shard ([`exact`]); equal scores rank by
+/// id.
+fn top_matches(searcher: &Searcher, exact: &ExactQuery, k: usize) -> Result<Vec<(u64, f32)>> {
+    let mut hits = Vec::new();
+    for segment in searcher.segment_readers() {
+        let ids = segment.fast_fields().u64(ID_FIELD)?;
+        let alive = segment.alive_bitset();
+        let mut missing = false;
+        exact.for_each(segment, &mut |doc, score| {
+            if alive.is_none_or(|alive| alive.is_alive(doc)) {
+                match ids.first(doc) {
+                    Some(id) => hits.push((id, score as f32)),
+                    None => missing = true,
+                }
+            }
+        })?;
+        if missing {
+            bail!("BM25 document without an id");
+        }
+    }
+    Ok(top_k(hits, k))
 }
 
 /// BM25 statistics summed over several indexes' searchers.
