@@ -12,6 +12,22 @@ use rayon::prelude::*;
 use super::math::{erf_approx, exp_approx, gelu, softmax_in_place};
 use super::{contiguous_f32, multiversion};
 
+/// Rows per parallel work item of the gradients summed over rows (layer norm's gamma and beta,
+/// a bias): fixed, not per thread, and the blocks' sums then added in order, so the sums come
+/// out the same on every run and machine and training repeats bit for bit.
+const SUM_BLOCK_ROWS: usize = 64;
+
+multiversion! {
+    /// Adds each `sum.len()`-wide row of `rows` into `sum`.
+    fn sum_rows(sum: &mut [f32], rows: &[f32]) {
+        for r in rows.chunks_exact(sum.len()) {
+            for (s, &x) in sum.iter_mut().zip(r) {
+                *s += x;
+            }
+        }
+    }
+}
+
 /// The rows of a contiguous f32 tensor as one slice, and the row length.
 fn rows_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<(&'a [f32], usize)> {
     let width = *layout.shape().dims().last().unwrap_or(&1);
@@ -131,14 +147,12 @@ impl CustomOp3 for LayerNormGrad {
         let rows = src.len() / width;
         let mut out = vec![0f32; src.len() + 2 * width];
         let (dx, params) = out.split_at_mut(src.len());
-        // d/dgamma and d/dbeta are summed per fixed block of rows, then the blocks in order:
-        // the same sums in the same order on every run, so training repeats bit for bit.
-        const BLOCK_ROWS: usize = 64;
+        // d/dgamma and d/dbeta are summed per block of rows, then the blocks in order.
         let partials: Vec<Vec<f32>> = dx
-            .par_chunks_mut(width * BLOCK_ROWS)
+            .par_chunks_mut(width * SUM_BLOCK_ROWS)
             .zip(
-                src.par_chunks(width * BLOCK_ROWS)
-                    .zip(grad.par_chunks(width * BLOCK_ROWS)),
+                src.par_chunks(width * SUM_BLOCK_ROWS)
+                    .zip(grad.par_chunks(width * SUM_BLOCK_ROWS)),
             )
             .map(|(dx, (x, g))| {
                 let mut acc = vec![0f32; 2 * width];
@@ -166,8 +180,8 @@ impl CustomOp3 for LayerNormGrad {
                 acc
             })
             .collect();
-        for partial in partials {
-            params.iter_mut().zip(partial).for_each(|(p, v)| *p += v);
+        for partial in &partials {
+            sum_rows(params, partial);
         }
         Ok((CpuStorage::F32(out), Shape::from((rows + 2, width))))
     }
@@ -320,27 +334,12 @@ pub fn gelu_train(xs: &Tensor) -> Result<Tensor> {
 /// two cores went there, with the other core idle.
 struct BiasAdd;
 
-/// Rows per parallel work item of the bias kernels. Fixed, not per thread, so that the column
-/// sums add up in the same order on every machine.
-const BIAS_ROWS: usize = 64;
-
 multiversion! {
     /// Adds `row` to each `row.len()`-wide row of `rows`.
     fn add_to_rows(rows: &mut [f32], row: &[f32]) {
         for r in rows.chunks_exact_mut(row.len()) {
             for (x, &b) in r.iter_mut().zip(row) {
                 *x += b;
-            }
-        }
-    }
-}
-
-multiversion! {
-    /// Adds each `sum.len()`-wide row of `rows` into `sum`.
-    fn sum_rows(sum: &mut [f32], rows: &[f32]) {
-        for r in rows.chunks_exact(sum.len()) {
-            for (s, &x) in sum.iter_mut().zip(r) {
-                *s += x;
             }
         }
     }
@@ -364,7 +363,8 @@ impl CustomOp2 for BiasAdd {
             bail!("bias of {} for rows of {width}", bias.len());
         }
         let mut out = src.to_vec();
-        out.par_chunks_mut(width * BIAS_ROWS)
+        let rows = (ELEMENTWISE_CHUNK / width).max(1);
+        out.par_chunks_mut(width * rows)
             .for_each(|rows| add_to_rows(rows, bias));
         Ok((CpuStorage::F32(out), xs_layout.shape().clone()))
     }
@@ -382,7 +382,7 @@ impl CustomOp2 for BiasAdd {
     }
 }
 
-/// The sums over all rows of `[.., width]`, as `[width]`: partial sums of [`BIAS_ROWS`] rows
+/// The sums over all rows of `[.., width]`, as `[width]`: partial sums of [`SUM_BLOCK_ROWS`] rows
 /// each in parallel, then those in order.
 struct ColumnSums;
 
@@ -394,7 +394,7 @@ impl CustomOp1 for ColumnSums {
     fn cpu_fwd(&self, xs: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let (src, width) = rows_f32(xs, layout)?;
         let partials: Vec<Vec<f32>> = src
-            .par_chunks(width * BIAS_ROWS)
+            .par_chunks(width * SUM_BLOCK_ROWS)
             .map(|rows| {
                 let mut sum = vec![0f32; width];
                 sum_rows(&mut sum, rows);
