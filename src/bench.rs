@@ -11,6 +11,7 @@ use crate::corpus::{self, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions, Precision};
 use crate::progress::ms_since;
 use crate::retrieve::{Mode, Retriever, SearchRequest, Strategy};
+use crate::vectors::Matrix;
 
 #[derive(Debug, Clone)]
 pub struct EncodeBenchOptions {
@@ -20,6 +21,8 @@ pub struct EncodeBenchOptions {
     pub limit: usize,
     pub layers: Vec<usize>,
     pub template: String,
+    /// Also encode in f32 (untimed) and report how close this precision's vectors are.
+    pub fidelity: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -30,6 +33,28 @@ pub struct DepthThroughput {
     pub seconds: f64,
     pub paragraphs_per_s: f64,
     pub tokens_per_s: f64,
+    /// With `fidelity`: cosine of each paragraph's vector to its f32 one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cosine_to_f32: Option<Fidelity>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Fidelity {
+    pub mean: f32,
+    pub min: f32,
+}
+
+impl Fidelity {
+    /// Row by row, `got` against `want`.
+    pub fn of(got: &Matrix, want: &Matrix) -> Self {
+        let cosines: Vec<f32> = (0..got.rows)
+            .map(|i| crate::vectors::cosine(got.row(i), want.row(i)))
+            .collect();
+        Self {
+            mean: cosines.iter().sum::<f32>() / cosines.len().max(1) as f32,
+            min: cosines.iter().copied().fold(f32::INFINITY, f32::min),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,14 +91,31 @@ pub fn encode_throughput(options: &EncodeBenchOptions) -> Result<EncodeBench> {
         &[*options.layers.iter().max().expect("at least one depth")],
     )?;
 
+    let reference = options
+        .fidelity
+        .then(|| {
+            let f32 = EncoderOptions {
+                precision: Precision::F32,
+                ..options.encoder.clone()
+            };
+            Encoder::load(&options.model_dir, &f32)
+        })
+        .transpose()?;
     let depths = options
         .layers
         .iter()
         .rev()
         .map(|&depth| {
             let started = Instant::now();
-            encoder.encode(&refs, &[depth])?;
+            let vectors = encoder.encode(&refs, &[depth])?.remove(0);
             let seconds = started.elapsed().as_secs_f64();
+            let cosine_to_f32 = match &reference {
+                Some(reference) => Some(Fidelity::of(
+                    &vectors,
+                    &reference.encode(&refs, &[depth])?.remove(0),
+                )),
+                None => None,
+            };
             Ok(DepthThroughput {
                 layers: depth,
                 paragraphs: refs.len(),
@@ -81,6 +123,7 @@ pub fn encode_throughput(options: &EncodeBenchOptions) -> Result<EncodeBench> {
                 seconds,
                 paragraphs_per_s: refs.len() as f64 / seconds,
                 tokens_per_s: tokens as f64 / seconds,
+                cosine_to_f32,
             })
         })
         .collect::<Result<Vec<_>>>()?;

@@ -24,6 +24,8 @@ const MIN_COSINE: f32 = 0.9999;
 /// `--precision int8` trades exactness for speed; this is how far it may go (measured: 0.9997 at
 /// depth 1, falling to 0.990 at depth 6 as the rounding compounds).
 const MIN_COSINE_INT8: f32 = 0.985;
+/// `--precision bf16`: the floor for any single text.
+const MIN_COSINE_BF16: f32 = 0.995;
 
 fn reference() -> Reference {
     let path = common::repo_root().join("tests/fixtures/minilm_reference.json");
@@ -89,17 +91,20 @@ fn default_model_matches_reference_at_every_depth_and_pooling() {
     }
 }
 
-#[test]
-fn int8_projections_stay_close_to_the_reference() {
+/// Every text's cosine to the reference over depths 1-6 at `precision` is at least `min`; the
+/// lowest is printed. Said and skipped where the model or the CPU is missing.
+fn stays_close_at(precision: Precision, min: f32) {
+    let label = format!("{precision:?} golden vectors");
     let Some(model) = common::default_model() else {
-        return common::missing(
-            "int8 golden vectors",
+        common::missing(
+            &label,
             "models",
             "default encoder missing (scripts/fetch-models.sh encoder)",
         );
+        return;
     };
-    if !Precision::Int8.available() {
-        return common::skip("int8 golden vectors", "this CPU has no AVX-512 VNNI");
+    if !precision.available() {
+        return common::skip(&label, &format!("this CPU cannot encode in {precision:?}"));
     }
     let reference = reference();
     let texts: Vec<&str> = reference.texts.iter().map(String::as_str).collect();
@@ -107,7 +112,7 @@ fn int8_projections_stay_close_to_the_reference() {
         &model,
         &EncoderOptions {
             max_length: Some(reference.max_length),
-            precision: Precision::Int8,
+            precision,
             ..Default::default()
         },
     )
@@ -116,9 +121,19 @@ fn int8_projections_stay_close_to_the_reference() {
     let all = encoder.encode(&texts, &depths).unwrap();
     let mut lowest = 1.0f32;
     for (depth, got) in depths.iter().zip(&all) {
-        let label = format!("int8, mean pooling, depth {depth}");
+        let label = format!("{precision:?}, mean pooling, depth {depth}");
         let want = &reference.mean[&depth.to_string()];
-        lowest = lowest.min(check_at_least(MIN_COSINE_INT8, &label, got, want));
+        lowest = lowest.min(check_at_least(min, &label, got, want));
     }
-    eprintln!("int8: lowest cosine to the reference over depths 1-6: {lowest:.5}");
+    eprintln!("{precision:?}: lowest cosine to the reference over depths 1-6: {lowest:.5}");
+}
+
+#[test]
+fn int8_projections_stay_close_to_the_reference() {
+    stays_close_at(Precision::Int8, MIN_COSINE_INT8);
+}
+
+#[test]
+fn bf16_projections_stay_close_to_the_reference() {
+    stays_close_at(Precision::Bf16, MIN_COSINE_BF16);
 }

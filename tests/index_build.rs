@@ -529,3 +529,39 @@ fn refusals_suggest_only_what_would_work() {
         );
     }
 }
+
+/// `rag index` without `--precision` encodes in bf16 where the CPU has AMX tiles, else f32,
+/// and the manifest says which; `--precision` overrides it, and `bf16` without AVX-512 BF16
+/// falls back to f32 (said on stderr) rather than failing.
+#[test]
+fn index_records_its_default_and_asked_precision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 12, 5);
+    let build = |name: &str, extra: &[&str]| {
+        let dir = tmp.path().join(name);
+        let out = common::rag()
+            .args(["index", "--layers", "1,3", "--model"])
+            .arg(&model)
+            .arg("--corpus")
+            .arg(&corpus)
+            .arg("--index")
+            .arg(&dir)
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        (Index::open(&dir).unwrap().manifest.model.precision, stderr)
+    };
+    let (default, _) = build("default", &[]);
+    assert_eq!(default, Precision::index_default());
+    let (f32, _) = build("f32", &["--precision", "f32"]);
+    assert_eq!(f32, Precision::F32);
+    let (bf16, stderr) = build("bf16", &["--precision", "bf16"]);
+    if Precision::Bf16.available() {
+        assert_eq!(bf16, Precision::Bf16);
+    } else {
+        assert_eq!(bf16, Precision::F32);
+        assert!(stderr.contains("no AVX-512 BF16"), "{stderr}");
+    }
+}

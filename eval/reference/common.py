@@ -58,6 +58,8 @@ def load_sentence_transformer(model_path=DEFAULT_MODEL, max_length=256):
 
     model = SentenceTransformer(str(model_path), device="cpu", local_files_only=True)
     model.max_seq_length = max_length
+    # f32 whatever the checkpoint stores: transformers loads half-precision files as they are.
+    model.float()
     model.eval()
     return model
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create eval/.venv with the Python reference stack (CPU use of torch, transformers,
-# sentence-transformers, faiss-cpu, numpy). Idempotent; PyPI only.
+# sentence-transformers, faiss-cpu, numpy; onnx, onnxscript and onnxruntime for the ONNX Runtime
+# backends of encode_throughput.py). Idempotent; PyPI only.
 #
 #   eval/reference/setup.sh           install exactly the versions in requirements.lock
 #   eval/reference/setup.sh --update  re-resolve the latest versions, rebuild the venv
@@ -19,9 +20,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="$(cd "$here/.." && pwd)/.venv"
 lock="$here/requirements.lock"
 py="${PYTHON:-python3}"
-packages=(torch transformers sentence-transformers faiss-cpu numpy)
+packages=(torch transformers sentence-transformers faiss-cpu numpy onnx onnxscript onnxruntime)
 skip='^(triton|cuda-bindings|cuda-pathfinder)$'
-check='import torch, transformers, sentence_transformers, faiss, numpy; assert float(torch.ones(3) @ torch.ones(3)) == 3.0'
+check='import torch, transformers, sentence_transformers, faiss, numpy, onnx, onnxruntime; assert float(torch.ones(3) @ torch.ones(3)) == 3.0'
 
 fail() { echo "setup.sh: $*" >&2; exit 1; }
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -73,6 +74,7 @@ else
 fi
 
 "$venv/bin/python" -c "$check" || fail "packages installed, but the import check fails"
-"$venv/bin/python" -c 'import torch, transformers, sentence_transformers, faiss
+"$venv/bin/python" -c 'import torch, transformers, sentence_transformers, faiss, onnxruntime
 print("setup.sh: ok: torch", torch.__version__, "| transformers", transformers.__version__,
-      "| sentence-transformers", sentence_transformers.__version__, "| faiss", faiss.__version__)'
+      "| sentence-transformers", sentence_transformers.__version__, "| faiss", faiss.__version__,
+      "| onnxruntime", onnxruntime.__version__)'

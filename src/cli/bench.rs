@@ -36,6 +36,10 @@ pub struct BenchEncodeArgs {
     pub layers: NumberList,
     #[arg(long, default_value = DEFAULT_TEMPLATE)]
     pub template: String,
+    /// Also encode the paragraphs in f32 (untimed) and report each depth's mean and lowest
+    /// cosine to those vectors: what `--precision` costs in fidelity.
+    #[arg(long)]
+    pub fidelity: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -88,6 +92,7 @@ fn encode(args: BenchEncodeArgs) -> Result<()> {
         limit: args.limit,
         layers: args.layers.0,
         template: args.template,
+        fidelity: args.fidelity,
     };
     let result = bench::encode_throughput(&options)?;
     if args.json {
@@ -98,6 +103,12 @@ fn encode(args: BenchEncodeArgs) -> Result<()> {
             "layers {:>2}: {:>8.1} paragraphs/s  {:>9.0} tokens/s  ({} paragraphs in {:.2}s)",
             d.layers, d.paragraphs_per_s, d.tokens_per_s, d.paragraphs, d.seconds
         );
+        if let Some(f) = d.cosine_to_f32 {
+            println!(
+                "          cosine to f32: mean {:.5}, lowest {:.5}",
+                f.mean, f.min
+            );
+        }
     }
     Ok(())
 }
@@ -105,7 +116,7 @@ fn encode(args: BenchEncodeArgs) -> Result<()> {
 fn query(args: BenchQueryArgs) -> Result<()> {
     let options = bench::QueryBenchOptions {
         index_dir: args.index.clone(),
-        precision: args.precision.precision,
+        precision: args.precision.get(),
         questions: args
             .questions
             .clone()

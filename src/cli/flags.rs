@@ -73,10 +73,19 @@ pub struct IndexArgs {
 
 #[derive(Args, Debug, Clone, Copy)]
 pub struct PrecisionArg {
-    /// Arithmetic of the encoder's projections: `int8` (8-bit integers, AVX-512 VNNI) encodes
-    /// faster, with vectors a little off the exact `f32` ones (see eval/precision/).
-    #[arg(long, value_enum, default_value_t)]
-    pub precision: Precision,
+    /// Arithmetic of the encoder's projections: `bf16` (AVX-512 BF16; f32 where the CPU lacks
+    /// it) and `int8` (8-bit integers, AVX-512 VNNI) encode faster, with vectors a little off
+    /// the exact `f32` ones (see eval/precision/). Default: f32; for `index`, bf16 where the
+    /// CPU has AMX tiles.
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
+}
+
+impl PrecisionArg {
+    /// The precision asked for, else f32.
+    pub fn get(self) -> Precision {
+        self.precision.unwrap_or_default()
+    }
 }
 
 impl EncoderArgs {
@@ -94,7 +103,7 @@ impl EncoderArgs {
             query_prefix: self.query_prefix.clone(),
             max_layers: None,
             batch_size: Some(self.batch_size),
-            precision: self.precision.precision,
+            precision: self.precision.get(),
         }
     }
 }
@@ -157,12 +166,8 @@ impl StrategyArgs {
 
     /// The retriever of `index`, tuned by these flags.
     pub fn open(&self, index: &IndexArgs) -> Result<Retriever> {
-        Retriever::open(
-            &index.index,
-            index.model.as_deref(),
-            index.precision.precision,
-        )?
-        .with_tuning(self.tuning())
+        Retriever::open(&index.index, index.model.as_deref(), index.precision.get())?
+            .with_tuning(self.tuning())
     }
 }
 

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 
 use rag::corpus::DEFAULT_TEMPLATE;
+use rag::encoder::{EncoderOptions, Precision};
 use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use rag::progress::ProgressMode;
 
@@ -81,7 +82,14 @@ pub fn run(args: IndexArgs) -> Result<()> {
         index_dir: args.index.clone(),
         corpus,
         model_dir: args.encoder.model_dir(),
-        encoder: args.encoder.options(),
+        encoder: EncoderOptions {
+            precision: args
+                .encoder
+                .precision
+                .precision
+                .unwrap_or_else(Precision::index_default),
+            ..args.encoder.options()
+        },
         layers: args.layers.clone().map(|l| l.0),
         dim: args.dim,
         reduce: args.reduce,

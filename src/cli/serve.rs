@@ -91,7 +91,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let index = IndexArgs {
         precision: PrecisionArg {
-            precision: args.precision(),
+            precision: Some(args.precision()),
         },
         index: args.index,
         model: args.model,

@@ -212,7 +212,8 @@ impl BertEmbeddings {
 }
 
 /// A projection prepared for inference: packed for the AVX-512 kernel where the CPU has it (in
-/// 8-bit integers when asked, which `PackedLinear::new_int8` refuses where the CPU cannot), else
+/// bf16 or 8-bit integers when asked, which `PackedLinear::new_bf16`/`new_int8` refuse where
+/// the CPU cannot), else
 /// kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place instead
 /// of repacking it on every call (most of the cost of encoding one short question).
 enum Projection {
@@ -230,6 +231,8 @@ impl Projection {
         let (weight, bias) = (Tensor::cat(&weights, 0)?, Tensor::cat(&biases, 0)?);
         Ok(if precision == Precision::Int8 {
             Self::Packed(PackedLinear::new_int8(&weight, &bias)?)
+        } else if precision == Precision::Bf16 {
+            Self::Packed(PackedLinear::new_bf16(&weight, &bias)?)
         } else if gemm::supported() {
             Self::Packed(PackedLinear::new(&weight, &bias)?)
         } else {

@@ -173,7 +173,8 @@ impl Encoder {
         .with_context(|| format!("opening {}", weights_path.display()))?;
         let mut model = BertModel::load(vb, &config, options.max_layers)
             .with_context(|| format!("loading BERT weights from {}", weights_path.display()))?;
-        model.prepare_inference(options.precision)?;
+        let precision = options.precision.or_fallback();
+        model.prepare_inference(precision)?;
         let head = dense_head::find(model_dir)?
             .map(|dir| DenseHead::read(&dir, &device))
             .transpose()?;
@@ -196,7 +197,7 @@ impl Encoder {
             max_length,
             query_prefix,
             batch_size: options.batch_size.unwrap_or(DEFAULT_BATCH_SIZE).max(1),
-            precision: options.precision,
+            precision,
             model_dir: model_dir.to_path_buf(),
             weights_path,
         })

@@ -255,9 +255,11 @@ impl PanelSource for Int8Source {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{epilogue_cases, exact, random};
+    use super::super::tests::{
+        assert_elementwise_close, assert_rows_close, epilogue_cases, exact, random, ENCODER_SHAPES,
+        SHAPES,
+    };
     use super::*;
-    use crate::encoder::kernels::tests::max_abs_diff;
     use candle_core::Device;
 
     /// `x W^T + b` computed the int8 way in plain scalar code: `x`'s rows and `W`'s rows
@@ -291,23 +293,15 @@ mod tests {
     }
 
     /// The int8 path against the same quantization done in scalar code: it must agree to
-    /// rounding, so a wrong panel layout, padding or zero-point correction shows. Same shapes
-    /// as the f32 test (inputs not a multiple of 4 wide among them), plus a feed-forward-wide
-    /// input, an all-zero input row and an all-zero weight row.
+    /// rounding, so a wrong panel layout, padding or zero-point correction shows; with an
+    /// all-zero input row and an all-zero weight row.
     #[test]
     fn int8_projection_matches_scalar_quantized_reference() {
         if !int8_supported() {
             eprintln!("SKIP: this CPU has no AVX-512 VNNI; the int8 GEMM is not used here");
             return;
         }
-        for (rows, in_dim, out_dim) in [
-            (1, 7, 5),
-            (5, 33, 70),
-            (13, 64, 64),
-            (250, 96, 136),
-            (601, 40, 200),
-            (37, 1536, 70),
-        ] {
+        for (rows, in_dim, out_dim) in SHAPES {
             let mut x = random((rows, in_dim), rows as u64);
             if rows > 1 {
                 let zeros = Tensor::zeros((1, in_dim), candle_core::DType::F32, &Device::Cpu);
@@ -322,15 +316,7 @@ mod tests {
             let linear = int8_reference(&x, &w, &b);
             let residual = random((rows, out_dim), 11);
             for (ours, theirs) in epilogue_cases(&packed, &x, &linear, &residual) {
-                assert_eq!(ours.dims(), theirs.dims());
-                let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                let theirs = theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-                for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-4 * b.abs().max(1.0),
-                        "{rows}x{in_dim}->{out_dim}: element {i} is {a}, expected {b}"
-                    );
-                }
+                assert_elementwise_close(&ours, &theirs, &format!("{rows}x{in_dim}->{out_dim}"));
             }
         }
     }
@@ -343,27 +329,13 @@ mod tests {
             eprintln!("SKIP: this CPU has no AVX-512 VNNI; the int8 GEMM is not used here");
             return;
         }
-        for (rows, in_dim, out_dim) in [(64, 384, 384), (30, 1536, 384), (7, 384, 1536)] {
+        for (rows, in_dim, out_dim) in ENCODER_SHAPES {
             let x = random((rows, in_dim), 3);
             let w = random((out_dim, in_dim), 5);
             let b = random((1, out_dim), 6).squeeze(0).unwrap();
             let ours = PackedLinear::new_int8(&w, &b).unwrap().forward(&x).unwrap();
-            let exact = exact(&x, &w, &b);
-            let largest = exact.abs().unwrap().max_all().unwrap();
-            let largest = largest.to_scalar::<f32>().unwrap();
-            let diff = max_abs_diff(&ours, &exact);
-            assert!(
-                diff < 0.02 * largest,
-                "{rows}x{in_dim}->{out_dim}: max diff {diff}"
-            );
-            let ours = ours.to_vec2::<f32>().unwrap();
-            for (r, (a, b)) in ours.iter().zip(exact.to_vec2::<f32>().unwrap()).enumerate() {
-                let cosine = crate::vectors::cosine(a, &b);
-                assert!(
-                    cosine >= 0.999,
-                    "{rows}x{in_dim}->{out_dim}: row {r} cosine {cosine}"
-                );
-            }
+            let label = format!("{rows}x{in_dim}->{out_dim}");
+            assert_rows_close(&ours, &exact(&x, &w, &b), 0.02, 0.999, &label);
         }
     }
 

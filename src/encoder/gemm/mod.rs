@@ -9,9 +9,12 @@
 //! f32 peak and the separate bias, GELU and residual passes at another sixth of the run time;
 //! for a short question, repacking the weights cost more than the arithmetic.
 //!
-//! This module schedules the tiles and applies the epilogues; the weights come in one of two
-//! kernel families, [`float`] (f32) and [`int8`] (AVX-512 VNNI), chosen by [`Precision`].
+//! This module schedules the tiles and applies the epilogues; the weights come in one of three
+//! kernel families, [`float`] (f32), [`bf16`] (AVX-512 BF16, on [`amx`] tiles where the CPU has
+//! them) and [`int8`] (AVX-512 VNNI), chosen by [`Precision`].
 
+mod amx;
+mod bf16;
 mod float;
 mod int8;
 mod precision;
@@ -20,6 +23,7 @@ use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape,
 use rayon::prelude::*;
 
 use super::kernels;
+use bf16::{Bf16Rows, Bf16Source, Bf16Weights};
 use float::{F32Source, PanelRow};
 use int8::{Int8Rows, Int8Source, Int8Weights, QUAD};
 pub use precision::Precision;
@@ -70,6 +74,7 @@ pub struct PackedLinear {
 enum Weights {
     /// `[panel][in_dim]` rows of 64 output columns, zero beyond `out_dim`.
     F32(Vec<PanelRow>),
+    Bf16(Bf16Weights),
     Int8(Int8Weights),
 }
 
@@ -117,6 +122,11 @@ impl PackedLinear {
         let rows = xs.len() / self.in_dim;
         let input = match &self.weights {
             Weights::F32(panels) => Input::F32 { panels, xs },
+            Weights::Bf16(weights) => Input::Bf16 {
+                weights,
+                // SAFETY: `new_bf16` checked `bf16_supported()`.
+                xs: unsafe { Bf16Rows::new(xs, self.in_dim) },
+            },
             Weights::Int8(weights) => Input::Int8 {
                 weights,
                 // SAFETY: `new_int8` checked `int8_supported()`.
@@ -145,7 +155,7 @@ impl PackedLinear {
                 group..group + 1
             };
             for panel in panels {
-                // SAFETY: `supported()` (or `int8_supported()`) was checked when this layer was
+                // SAFETY: `supported()` (or the bf16 or int8 one) was checked when this layer was
                 // packed; the input holds `rows` rows; each (row, panel) block of `dst` is
                 // written by exactly one item, inside `rows * out_dim`.
                 unsafe { self.rows_of_panel(&input, first..end, panel, dst, epilogue) }
@@ -160,7 +170,7 @@ impl PackedLinear {
     /// `DEPTH_BLOCK`, each block's weights staying in cache while every tile of the chunk runs
     /// over them, partial sums waiting in the output. The int8 ones go in one pass: their sums
     /// leave the registers already scaled to f32, so could not be resumed, and a panel of int8
-    /// weights is a quarter the size.
+    /// weights is a quarter the size. The bf16 ones too: a panel of them is half the size.
     #[cfg(target_arch = "x86_64")]
     unsafe fn rows_of_panel(
         &self,
@@ -182,6 +192,16 @@ impl PackedLinear {
                         depth: depth.clone(),
                     });
                 }
+            }
+            Input::Bf16 { weights, xs } if weights.amx => {
+                self.amx_rows_of_panel(&weights.panels, xs, rows, panel, dst, epilogue);
+            }
+            Input::Bf16 { weights, xs } => {
+                self.tiles(rows, panel, dst, Some(epilogue), |row| Bf16Source {
+                    xs: xs.pairs.as_ptr().add(row * xs.stride),
+                    stride: xs.stride,
+                    weights: weights.panels[panel * xs.stride..].as_ptr(),
+                });
             }
             Input::Int8 { weights, xs } => {
                 let quads = xs.stride / QUAD;
@@ -255,6 +275,10 @@ enum Input<'a> {
     F32 {
         panels: &'a [PanelRow],
         xs: &'a [f32],
+    },
+    Bf16 {
+        weights: &'a Bf16Weights,
+        xs: Bf16Rows,
     },
     Int8 {
         weights: &'a Int8Weights,
@@ -406,6 +430,56 @@ pub(super) mod tests {
     /// `x W^T + b` by candle.
     pub(super) fn exact(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
         x.matmul(&w.t().unwrap()).unwrap().broadcast_add(b).unwrap()
+    }
+
+    /// Shapes for the reduced-precision kernels' exactness tests: every tile height, both
+    /// schedules, inputs not a multiple of 4 (or 2) wide, a last panel narrower than a vector,
+    /// and a feed-forward-wide input.
+    pub(super) const SHAPES: [(usize, usize, usize); 6] = [
+        (1, 7, 5),
+        (5, 33, 70),
+        (13, 64, 64),
+        (250, 96, 136),
+        (601, 41, 200),
+        (37, 1536, 70),
+    ];
+
+    /// Shapes of the encoder's projections, for what a precision costs against f32.
+    pub(super) const ENCODER_SHAPES: [(usize, usize, usize); 3] =
+        [(64, 384, 384), (30, 1536, 384), (7, 384, 1536)];
+
+    /// Every element of `ours` within 1e-4 of `theirs` (relatively, above 1): the same
+    /// arithmetic up to f32 rounding.
+    pub(super) fn assert_elementwise_close(ours: &Tensor, theirs: &Tensor, label: &str) {
+        assert_eq!(ours.dims(), theirs.dims());
+        let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let theirs = theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                "{label}: element {i} is {a}, expected {b}"
+            );
+        }
+    }
+
+    /// `ours` against the exact projection: off by less than `share` of its largest output,
+    /// each row's cosine at least `min_cosine`.
+    pub(super) fn assert_rows_close(
+        ours: &Tensor,
+        exact: &Tensor,
+        share: f32,
+        min_cosine: f32,
+        label: &str,
+    ) {
+        let largest = exact.abs().unwrap().max_all().unwrap();
+        let largest = largest.to_scalar::<f32>().unwrap();
+        let diff = kernels::tests::max_abs_diff(ours, exact);
+        assert!(diff < share * largest, "{label}: max diff {diff}");
+        let ours = ours.to_vec2::<f32>().unwrap();
+        for (r, (a, b)) in ours.iter().zip(exact.to_vec2::<f32>().unwrap()).enumerate() {
+            let cosine = crate::vectors::cosine(a, &b);
+            assert!(cosine >= min_cosine, "{label}: row {r} cosine {cosine}");
+        }
     }
 
     /// `packed`'s three forwards on `x`, each beside what it should give when `linear` is its
