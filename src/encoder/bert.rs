@@ -407,8 +407,7 @@ impl BertLayer {
         let q = (qkv.get(0)? * (1.0 / (self.head_dim as f64).sqrt()))?.contiguous()?;
         let k = qkv.get(1)?.contiguous()?;
         let v = qkv.get(2)?.contiguous()?;
-        let scores = q.matmul(&k.t()?)?.broadcast_add(bias)?;
-        let probs = kernels::softmax_train(&scores)?;
+        let probs = kernels::masked_softmax_train(&q.matmul(&k.t()?)?, bias)?;
         let probs = self.attention_dropout.forward(&probs, true)?;
         probs
             .matmul(&v)?

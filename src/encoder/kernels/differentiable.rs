@@ -194,24 +194,63 @@ pub fn layer_norm(xs: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Resul
 }
 
 /// Softmax over the last dimension; backward `dx = y * (g - sum(g * y))`.
-struct Softmax;
+/// Softmax over the last dimension of `scores + bias`, the bias one row per batch element
+/// broadcast over that element's rows (attention's padding mask: `[batch, 1, 1, seq]` against
+/// `[batch, heads, seq, seq]`). The add is folded into the softmax: on its own it was candle's
+/// broadcasting kernel, about a twelfth of a training step.
+struct MaskedSoftmax;
 
-impl CustomOp1 for Softmax {
+/// Rows of `width` per parallel work item of the row-wise kernels: a row of attention scores
+/// is too little work to hand to the pool on its own.
+fn rows_per_item(width: usize) -> usize {
+    (ELEMENTWISE_CHUNK / width).max(1)
+}
+
+impl CustomOp2 for MaskedSoftmax {
     fn name(&self) -> &'static str {
-        "rag-softmax"
+        "rag-masked-softmax"
     }
 
-    fn cpu_fwd(&self, xs: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (src, width) = rows_f32(xs, layout)?;
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xs_layout: &Layout,
+        bias: &CpuStorage,
+        bias_layout: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (src, width) = rows_f32(xs, xs_layout)?;
+        let bias = contiguous_f32(bias, bias_layout)?;
+        let (rows, bias_rows) = (src.len() / width, bias.len() / width);
+        if bias.len() % width != 0 || bias_rows == 0 || rows % bias_rows != 0 {
+            bail!("a bias of {} for {rows} rows of {width}", bias.len());
+        }
+        let rows_per_bias = rows / bias_rows;
+        let per_item = rows_per_item(width);
         let mut out = src.to_vec();
-        out.par_chunks_mut(width).for_each(softmax_in_place);
-        Ok((CpuStorage::F32(out), layout.shape().clone()))
+        out.par_chunks_mut(width * per_item)
+            .enumerate()
+            .for_each(|(item, chunk)| {
+                for (i, row) in chunk.chunks_exact_mut(width).enumerate() {
+                    let b = (item * per_item + i) / rows_per_bias;
+                    for (x, &m) in row.iter_mut().zip(&bias[b * width..(b + 1) * width]) {
+                        *x += m;
+                    }
+                    softmax_in_place(row);
+                }
+            });
+        Ok((CpuStorage::F32(out), xs_layout.shape().clone()))
     }
 
-    fn bwd(&self, _xs: &Tensor, res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(
-            res.apply_op2_no_bwd(&grad.contiguous()?, &SoftmaxGrad)?,
-        ))
+    /// The bias is a constant (the mask): no gradient.
+    fn bwd(
+        &self,
+        _xs: &Tensor,
+        _bias: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let grad = res.apply_op2_no_bwd(&grad.contiguous()?, &SoftmaxGrad)?;
+        Ok((Some(grad), None))
     }
 }
 
@@ -232,21 +271,28 @@ impl CustomOp2 for SoftmaxGrad {
         let (ys, width) = rows_f32(ys, ys_layout)?;
         let grad = contiguous_f32(grad, grad_layout)?;
         let mut out = vec![0f32; ys.len()];
-        out.par_chunks_mut(width)
-            .zip(ys.par_chunks(width).zip(grad.par_chunks(width)))
+        let chunk = width * rows_per_item(width);
+        out.par_chunks_mut(chunk)
+            .zip(ys.par_chunks(chunk).zip(grad.par_chunks(chunk)))
             .for_each(|(o, (y, g))| {
-                let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
-                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                    *o = y * (g - dot);
+                let rows = o.chunks_exact_mut(width).zip(y.chunks_exact(width));
+                for ((o, y), g) in rows.zip(g.chunks_exact(width)) {
+                    let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
+                    for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                        *o = y * (g - dot);
+                    }
                 }
             });
         Ok((CpuStorage::F32(out), ys_layout.shape().clone()))
     }
 }
 
-/// Differentiable softmax over the last dimension, fused forward and backward.
-pub fn softmax_train(xs: &Tensor) -> Result<Tensor> {
-    xs.contiguous()?.apply_op1(Softmax)
+/// Differentiable `softmax(scores + bias)` over the last dimension, fused forward and backward;
+/// `bias` holds one row per leading block of `scores`' rows (see [`MaskedSoftmax`]).
+pub fn masked_softmax_train(scores: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    scores
+        .contiguous()?
+        .apply_op2(&bias.contiguous()?, MaskedSoftmax)
 }
 
 /// The exact (erf) GELU; backward `g * (Phi(x) + x * phi(x))`.
@@ -363,8 +409,7 @@ impl CustomOp2 for BiasAdd {
             bail!("bias of {} for rows of {width}", bias.len());
         }
         let mut out = src.to_vec();
-        let rows = (ELEMENTWISE_CHUNK / width).max(1);
-        out.par_chunks_mut(width * rows)
+        out.par_chunks_mut(width * rows_per_item(width))
             .for_each(|rows| add_to_rows(rows, bias));
         Ok((CpuStorage::F32(out), xs_layout.shape().clone()))
     }
@@ -419,7 +464,58 @@ mod tests {
     use candle_core::{Device, Tensor, Var};
 
     use super::super::tests::max_abs_diff;
-    use super::bias_add;
+    use super::{bias_add, masked_softmax_train};
+
+    /// The fused masked softmax against candle's broadcast add and softmax: values, and the
+    /// gradient through a weighted sum; more rows than one work item, a masked-out column.
+    #[test]
+    fn masked_softmax_and_its_gradient_match_candle() {
+        let device = Device::Cpu;
+        let (batch, heads, seq) = (3, 4, 40);
+        let n = batch * heads * seq * seq;
+        let values: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+            .collect();
+        let scores = Var::from_vec(values, (batch, heads, seq, seq), &device).unwrap();
+        let mask: Vec<f32> = (0..batch * seq)
+            .map(|i| {
+                if i % seq >= seq - 1 - i / seq {
+                    -1e4
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let bias = Tensor::from_vec(mask, (batch, 1, 1, seq), &device).unwrap();
+        let weights = Tensor::arange(0f32, n as f32, &device)
+            .unwrap()
+            .reshape((batch, heads, seq, seq))
+            .unwrap()
+            .affine(1e-4, 0.0)
+            .unwrap();
+        let ours = masked_softmax_train(scores.as_tensor(), &bias).unwrap();
+        let theirs =
+            candle_nn::ops::softmax_last_dim(&scores.broadcast_add(&bias).unwrap()).unwrap();
+        assert!(max_abs_diff(&ours, &theirs) < 1e-6);
+        let loss = |probs: &Tensor| (probs * &weights).unwrap().sum_all().unwrap();
+        let grad = |probs: &Tensor| {
+            loss(probs)
+                .backward()
+                .unwrap()
+                .get(&scores)
+                .unwrap()
+                .clone()
+        };
+        // candle's fused softmax has no backward: the same softmax from differentiable ops.
+        let shifted = scores.broadcast_add(&bias).unwrap();
+        let exp = shifted
+            .broadcast_sub(&shifted.max_keepdim(3).unwrap())
+            .unwrap()
+            .exp()
+            .unwrap();
+        let reference = exp.broadcast_div(&exp.sum_keepdim(3).unwrap()).unwrap();
+        assert!(max_abs_diff(&grad(&ours), &grad(&reference)) < 1e-6);
+    }
 
     #[test]
     fn bias_add_and_its_gradients_match_candle() {

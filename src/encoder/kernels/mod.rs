@@ -8,7 +8,7 @@ mod math;
 
 use candle_core::{bail, CpuStorage, Layout, Result};
 
-pub use differentiable::{bias_add, gelu_train, layer_norm, softmax_train};
+pub use differentiable::{bias_add, gelu_train, layer_norm, masked_softmax_train};
 pub use inference::{attention, bias_gelu};
 #[cfg(target_arch = "x86_64")]
 pub(super) use math::vector::gelu_lanes;
