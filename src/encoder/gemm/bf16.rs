@@ -5,16 +5,12 @@
 //! sums, bias, GELU, residual, layer norms and softmax all stay f32.
 
 use candle_core::{bail, Result, Tensor};
-use rayon::prelude::*;
 
 use super::amx::{amx_supported, BLOCK_ROWS, STEP_PAIRS};
-use super::{PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
+use super::{convert_rows, first_lanes, PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
 
 /// Input features per `vdpbf16ps` lane: the bf16 layouts go in pairs.
 pub(super) const PAIR: usize = 2;
-/// Input values from which a call converts its rows on all threads, in chunks of this many rows.
-const CONVERT_PARALLEL_VALUES: usize = 32 * 1024;
-const CONVERT_CHUNK_ROWS: usize = 8;
 
 /// One bf16 weight panel row: 2 consecutive input features for each of 64 output columns,
 /// column by column (`[c * 2 + feature]`), the order `vdpbf16ps` multiplies them in.
@@ -100,20 +96,18 @@ impl Bf16Rows {
         let stride = padded_pairs(in_dim);
         let rows = xs.len() / in_dim;
         let mut pairs = vec![0; rows.next_multiple_of(BLOCK_ROWS) * stride];
-        let convert = |(xs, pairs): (&[f32], &mut [u32])| {
-            for (x, out) in xs.chunks_exact(in_dim).zip(pairs.chunks_exact_mut(stride)) {
+        // Nothing is kept per row.
+        convert_rows(
+            xs,
+            in_dim,
+            &mut pairs,
+            stride,
+            &mut vec![(); rows],
+            |x, out, _| {
                 // SAFETY: as for `new`; `out` holds at least `x.len()` rounded up to pairs.
                 unsafe { convert_row(x, out) };
-            }
-        };
-        // As for int8's quantization: a question's few rows are quicker done on this thread.
-        if rows * in_dim >= CONVERT_PARALLEL_VALUES {
-            xs.par_chunks(CONVERT_CHUNK_ROWS * in_dim)
-                .zip(pairs.par_chunks_mut(CONVERT_CHUNK_ROWS * stride))
-                .for_each(convert);
-        } else {
-            convert((xs, &mut pairs));
-        }
+            },
+        );
         Self { pairs, stride }
     }
 }
@@ -123,17 +117,12 @@ impl Bf16Rows {
 #[target_feature(enable = "avx512f,avx512bf16")]
 unsafe fn convert_row(x: &[f32], out: &mut [u32]) {
     use std::arch::x86_64::*;
-    let lanes = |n: usize| -> __mmask16 {
-        match n {
-            n if n >= 16 => !0,
-            n => (1 << n) - 1,
-        }
-    };
     let out = out.as_mut_ptr().cast::<u16>();
     for first in (0..x.len()).step_by(32) {
         let n = x.len() - first;
-        let low = _mm512_maskz_loadu_ps(lanes(n), x.as_ptr().add(first));
-        let high = _mm512_maskz_loadu_ps(lanes(n.saturating_sub(16)), x.as_ptr().add(first + 16));
+        let low = _mm512_maskz_loadu_ps(first_lanes(n), x.as_ptr().add(first));
+        let high_lanes = first_lanes(n.saturating_sub(16));
+        let high = _mm512_maskz_loadu_ps(high_lanes, x.as_ptr().add(first + 16));
         // The first argument fills the upper 16 bf16 lanes.
         let bf16 = _mm512_cvtne2ps_pbh(high, low);
         // Whole pairs: an odd tail's partner is the zero the masked load gave.

@@ -4,15 +4,11 @@
 //! integer sums are scaled back to f32 before the same epilogues as the f32 kernel's.
 
 use candle_core::{bail, Result, Tensor};
-use rayon::prelude::*;
 
-use super::{PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
+use super::{convert_rows, first_lanes, PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
 
 /// Input features per `vpdpbusd` lane: the int8 layouts go in groups of this many.
 pub(super) const QUAD: usize = 4;
-/// Input values from which a call quantizes its rows on all threads, in chunks of this many rows.
-const QUANT_PARALLEL_VALUES: usize = 32 * 1024;
-const QUANT_CHUNK_ROWS: usize = 8;
 /// The widest int8 input: its sums of up to 255 x 127 per feature still fit an i32, so the
 /// int8 kernel needs no depth blocks.
 const MAX_INT8_IN: usize = 4096;
@@ -114,24 +110,17 @@ impl Int8Rows {
         let rows = xs.len() / in_dim;
         let mut bytes = vec![128; rows * stride];
         let mut scales = vec![0.0; rows];
-        let quantize = |(xs, (bytes, scales)): (&[f32], (&mut [u8], &mut [f32]))| {
-            let rows = xs.chunks_exact(in_dim).zip(bytes.chunks_exact_mut(stride));
-            for ((x, q), scale) in rows.zip(scales) {
+        convert_rows(
+            xs,
+            in_dim,
+            &mut bytes,
+            stride,
+            &mut scales,
+            |x, q, scale| {
                 // SAFETY: as for `new`; `q` is at least as long as `x`.
                 *scale = unsafe { quantize_row(x, q) };
-            }
-        };
-        // A question's few rows of 384 are quicker done here than handed to the pool; from
-        // 32 rows of 1536 on, splitting them saved about a fifth of the whole call.
-        if rows * in_dim >= QUANT_PARALLEL_VALUES {
-            let bytes = bytes.par_chunks_mut(QUANT_CHUNK_ROWS * stride);
-            let chunks = bytes.zip(scales.par_chunks_mut(QUANT_CHUNK_ROWS));
-            xs.par_chunks(QUANT_CHUNK_ROWS * in_dim)
-                .zip(chunks)
-                .for_each(quantize);
-        } else {
-            quantize((xs, (&mut bytes, &mut scales)));
-        }
+            },
+        );
         Self {
             bytes,
             stride,
@@ -146,13 +135,8 @@ impl Int8Rows {
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn quantize_row(x: &[f32], q: &mut [u8]) -> f32 {
     use std::arch::x86_64::*;
-    let lanes = |n: usize| -> __mmask16 {
-        match n {
-            n if n >= 16 => !0,
-            n => (1 << n) - 1,
-        }
-    };
-    let load = |first: usize, n: usize| _mm512_maskz_loadu_ps(lanes(n), x.as_ptr().add(first));
+    let load =
+        |first: usize, n: usize| _mm512_maskz_loadu_ps(first_lanes(n), x.as_ptr().add(first));
     // The largest magnitude as the largest sign-cleared bit pattern: an integer max takes one
     // cycle where a float max takes four, and one running max is then no bottleneck.
     let mut max = _mm512_setzero_si512();

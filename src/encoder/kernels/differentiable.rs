@@ -193,7 +193,6 @@ pub fn layer_norm(xs: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Resul
         .apply_op3(gamma, beta, LayerNorm { eps: eps as f32 })
 }
 
-/// Softmax over the last dimension; backward `dx = y * (g - sum(g * y))`.
 /// Softmax over the last dimension of `scores + bias`, the bias one row per batch element
 /// broadcast over that element's rows (attention's padding mask: `[batch, 1, 1, seq]` against
 /// `[batch, heads, seq, seq]`). The add is folded into the softmax: on its own it was candle's
@@ -254,6 +253,7 @@ impl CustomOp2 for MaskedSoftmax {
     }
 }
 
+/// The softmax's backward, from its output `y`: `dx = y * (g - sum(g * y))`.
 struct SoftmaxGrad;
 
 impl CustomOp2 for SoftmaxGrad {
