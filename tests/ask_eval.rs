@@ -337,19 +337,9 @@ fn ask_and_eval_report_bad_input_in_one_line() {
     }
 }
 
-/// Reusing the previous prompt's opening from the KV cache changes no answer, on every
-/// generator present; it does reuse it from the second question on.
-#[test]
-fn prefix_reuse_gives_the_same_answers() {
-    let llms = common::all_llms();
-    if llms.is_empty() {
-        return common::missing(
-            "prefix_reuse_gives_the_same_answers",
-            "models",
-            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
-        );
-    }
-    let passages = [
+/// Three made-up paragraphs no model knows from training.
+fn zorbland() -> [Paragraph; 3] {
+    [
         (
             "Zorbland",
             "The capital of Zorbland is Quimby, a port city founded in 1802.",
@@ -366,7 +356,101 @@ fn prefix_reuse_gives_the_same_answers() {
     .map(|(title, text)| Paragraph {
         title: title.into(),
         text: text.into(),
-    });
+    })
+}
+
+/// The answer (and yes/no margin) `llm` gives to `question` from `passages` whole.
+fn answer(
+    llm: &Path,
+    options: &GeneratorOptions,
+    passages: &[Paragraph],
+    question: &str,
+) -> (String, Option<f32>) {
+    let generator = Generator::load(llm, options).unwrap();
+    let spec = PromptSpec::from_flags(None, None).unwrap();
+    let pipeline = Pipeline {
+        retriever: None,
+        generator: &generator,
+        spec: &spec,
+    };
+    let whole = AskSettings {
+        context_tokens: 0,
+        ..Default::default()
+    };
+    let response = SearchResponse::of_passages(question, passages);
+    let result = pipeline
+        .answer_from(response, &whole, Instant::now(), |_| true)
+        .unwrap();
+    (result.answer, result.generation.yes_no_margin)
+}
+
+/// On every generator present: a yes/no answer records the margin between its yes and no
+/// tokens, and the bias decides the answer on either side of it (0 is greedy); other answers
+/// have no margin and are left alone by any bias.
+#[test]
+fn the_yes_no_bias_decides_yes_or_no_on_the_real_model() {
+    let llms = common::all_llms();
+    if llms.is_empty() {
+        return common::missing(
+            "the_yes_no_bias_decides_yes_or_no_on_the_real_model",
+            "models",
+            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
+        );
+    }
+    let passages = zorbland();
+    let with_bias = |bias: f32| GeneratorOptions {
+        yes_no_bias: bias,
+        ..Default::default()
+    };
+    for llm in llms {
+        let question = "Was the mayor of Quimby born in Vesk?";
+        let (greedy, margin) = answer(&llm, &with_bias(0.0), &passages, question);
+        let margin =
+            margin.unwrap_or_else(|| panic!("{}: no margin for {greedy:?}", llm.display()));
+        let says = |text: &str, word: &str| text.to_lowercase().starts_with(word);
+        assert!(
+            says(&greedy, if margin > 0.0 { "yes" } else { "no" }),
+            "{greedy} at {margin}"
+        );
+        let (below, m) = answer(&llm, &with_bias(margin - 0.25), &passages, question);
+        assert!(
+            says(&below, "yes") && m == Some(margin),
+            "{}: {below} {m:?}",
+            llm.display()
+        );
+        let (above, m) = answer(&llm, &with_bias(margin + 0.25), &passages, question);
+        assert!(
+            says(&above, "no") && m == Some(margin),
+            "{}: {above} {m:?}",
+            llm.display()
+        );
+        let (capital, m) = answer(
+            &llm,
+            &with_bias(100.0),
+            &passages,
+            "What is the capital of Zorbland?",
+        );
+        assert!(
+            capital.contains("Quimby") && m.is_none(),
+            "{}: {capital} {m:?}",
+            llm.display()
+        );
+    }
+}
+
+/// Reusing the previous prompt's opening from the KV cache changes no answer, on every
+/// generator present; it does reuse it from the second question on.
+#[test]
+fn prefix_reuse_gives_the_same_answers() {
+    let llms = common::all_llms();
+    if llms.is_empty() {
+        return common::missing(
+            "prefix_reuse_gives_the_same_answers",
+            "models",
+            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
+        );
+    }
+    let passages = zorbland();
     let questions = [
         "What is the capital of Zorbland?",
         "Who is the mayor of the capital of Zorbland?",

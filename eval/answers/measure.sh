@@ -29,10 +29,12 @@ if [ "$what" = retrieval ] || [ "$what" = all ]; then
   eval_run retrieval-dense-grid --no-generate --sweep --mode dense --hops 1
 fi
 if [ "$what" = em ] || [ "$what" = all ]; then
-  # Exact match on the first 300 questions with the default 1.5B generator and every default,
-  # before title links and with them.
-  eval_run answers-default-n300 --limit 300 --link-weight 0
-  eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15
+  # Exact match on the first 300 questions with the default 1.5B generator and every default:
+  # greedy answers before title links and with them (made before document labels became
+  # subjects), then every default of today (links, the yes/no bias, labels).
+  eval_run answers-default-n300 --limit 300 --link-weight 0 --yes-no-bias 0
+  eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15 --yes-no-bias 0
+  eval_run answers-yes-no-n300 --limit 300
 fi
 if [ "$what" = timing ] || [ "$what" = all ]; then
   python3 eval/answers/ask_timing.py --old-rag "${OLD_RAG:?set OLD_RAG}" --new-rag "$RAG" \

@@ -18,7 +18,8 @@
 # Each model is then evaluated twice on the first $LIMIT distractor questions, over the grid
 # layers 3,6 x dims 64,384 (a sweep: one encoding of the corpus per model, an index of its own
 # built once under index/): `dense` is the paper's setting (dense retrieval, the five retrieved
-# paragraphs whole), `default` is rag's ask pipeline (fusion, two hops, 200 context tokens).
+# paragraphs whole, greedy answers), `default` is rag's ask pipeline (fusion, two hops, 200
+# context tokens, the yes/no bias).
 # Runs go to $OUT/runs/<model>-<setting>/; eval/paper_rag/report.py makes the table.
 #
 # Resumable at every level: a trained model is skipped, an interrupted training resumes from
@@ -81,7 +82,8 @@ train() { # model
 evaluate() { # model, setting
   local retrieval
   case $2 in
-    dense) retrieval=(--mode dense --hops 1 --context-tokens 0) ;;
+    # The paper's generator decoded greedily: no yes/no bias.
+    dense) retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0) ;;
     default) retrieval=() ;;
     *) echo "unknown setting '$2' (dense default)" >&2; return 1 ;;
   esac

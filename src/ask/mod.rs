@@ -206,6 +206,10 @@ impl<'a> Pipeline<'a> {
             },
         };
         let used = chosen.passages.len() - dropped;
+        let answer = self
+            .spec
+            .labelled_subject(&generation.text, &chosen.passages[..used])
+            .unwrap_or_else(|| generation.text.clone());
         let titles_used: Vec<&str> = chosen.passages[..used]
             .iter()
             .map(|p| p.title.as_str())
@@ -239,7 +243,7 @@ impl<'a> Pipeline<'a> {
         let llama_ms = generation.llama_prompt_eval_ms + generation.llama_eval_ms;
         Ok(AskResult {
             question: response.query,
-            answer: generation.text.clone(),
+            answer,
             mode: response.mode,
             hops: response.hops,
             layers: response.layers,

@@ -187,6 +187,10 @@ pub fn run(args: EvalArgs) -> Result<()> {
         generator: generator.as_ref().map(|g| g.name.clone()),
         prompt_style: spec.as_ref().map(|s| s.style.to_string()),
         max_tokens: spec.as_ref().map(|_| args.generator.generation.max_tokens),
+        yes_no_bias: spec
+            .as_ref()
+            .map(|_| args.generator.generation.yes_no_bias)
+            .filter(|&bias| bias != 0.0),
         index: retriever.as_ref().map(|r| r.index.dir.clone()),
     };
     let name = args

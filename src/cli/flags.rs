@@ -10,6 +10,7 @@ use rag::ask::AskSettings;
 use rag::encoder::{EncoderOptions, Pooling, Precision};
 use rag::generate::{
     Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
+    DEFAULT_YES_NO_BIAS,
 };
 use rag::retrieve::{Mode, Retriever, Strategy, Tuning};
 
@@ -223,6 +224,10 @@ pub struct GenerationArgs {
     /// one (the same answers, slower).
     #[arg(long)]
     pub no_prefix_cache: bool,
+    /// An answer opening with yes or no says "yes" only if the model's yes-token beats its
+    /// no-token by more than this many logits (0: plain greedy decoding).
+    #[arg(long, default_value_t = DEFAULT_YES_NO_BIAS, allow_negative_numbers = true)]
+    pub yes_no_bias: f32,
 }
 
 impl GenerationArgs {
@@ -239,6 +244,7 @@ impl GenerationArgs {
                 threads: self.threads,
                 verbose: self.verbose,
                 reuse_prefix: !self.no_prefix_cache,
+                yes_no_bias: self.yes_no_bias,
             },
         )
     }

@@ -48,6 +48,16 @@ pub fn decode_entities(text: String) -> String {
     }
 }
 
+/// `title` without a trailing parenthesised part: "Kiss (band)" -> "Kiss",
+/// the subject the paragraph is about.
+pub fn without_disambiguation(title: &str) -> &str {
+    let title = title.trim();
+    match title.strip_suffix(')').and_then(|t| t.rfind(" (")) {
+        Some(open) => title[..open].trim_end(),
+        None => title,
+    }
+}
+
 /// Checks a `--template` before hours of encoding depend on it.
 pub fn validate_template(template: &str) -> anyhow::Result<()> {
     if !template.contains("{text}") {
@@ -204,6 +214,14 @@ impl CorpusFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disambiguation_is_dropped() {
+        assert_eq!(without_disambiguation("Kiss (band)"), "Kiss");
+        assert_eq!(without_disambiguation("Kiss"), "Kiss");
+        assert_eq!(without_disambiguation("(band)"), "(band)");
+        assert_eq!(without_disambiguation("A (b) c"), "A (b) c");
+    }
 
     #[test]
     fn paragraphs_concatenate_sentences_and_render_template() {

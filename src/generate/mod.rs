@@ -9,6 +9,7 @@
 
 pub mod gguf;
 pub mod prompt;
+pub mod yes_no;
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -28,12 +29,15 @@ use llama_cpp_2::token::LlamaToken;
 use serde::Serialize;
 
 pub use prompt::{Prompt, PromptSpec, PromptStyle};
+use yes_no::YesNoTokens;
 
 pub const DEFAULT_LLM: &str = "data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 pub const DEFAULT_MAX_TOKENS: usize = 32;
 /// Context window used unless `--ctx-size` says otherwise (capped by what the model was trained
 /// on): ten HotpotQA paragraphs and the instructions need about 2,000 tokens.
 pub const DEFAULT_CTX_SIZE: u32 = 4096;
+/// Chosen on the fullwiki questions (`eval/answers/tune.sh yes-no`).
+pub const DEFAULT_YES_NO_BIAS: f32 = 2.2;
 
 #[derive(Debug, Clone)]
 pub struct GeneratorOptions {
@@ -47,6 +51,9 @@ pub struct GeneratorOptions {
     /// Keep the previous prompt in the KV cache and evaluate only what a new prompt does not
     /// share with it (off: every prompt is evaluated whole, in a cleared cache).
     pub reuse_prefix: bool,
+    /// An answer that opens with yes or no says "yes" only if the yes-token's logit beats the
+    /// no-token's by more than this (0: greedy); see [`yes_no`].
+    pub yes_no_bias: f32,
 }
 
 impl Default for GeneratorOptions {
@@ -57,6 +64,7 @@ impl Default for GeneratorOptions {
             threads: None,
             verbose: false,
             reuse_prefix: true,
+            yes_no_bias: DEFAULT_YES_NO_BIAS,
         }
     }
 }
@@ -72,6 +80,8 @@ pub struct Generation {
     pub generated_tokens: usize,
     /// Why generation stopped: "eog", "newline" or "max_tokens".
     pub stop: &'static str,
+    /// The yes-token's logit minus the no-token's, when the answer opened with yes or no.
+    pub yes_no_margin: Option<f32>,
     pub prompt_eval_ms: f64,
     pub generation_ms: f64,
     pub tokens_per_second: f64,
@@ -103,6 +113,7 @@ self_cell::self_cell!(
 pub struct Generator {
     loaded: Loaded,
     template: Option<LlamaChatTemplate>,
+    yes_no: YesNoTokens,
     pub path: PathBuf,
     pub name: String,
     options: GeneratorOptions,
@@ -145,6 +156,7 @@ impl Generator {
         let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
             .map_err(|e| header.load_error(path, e))?;
         let template = model.chat_template(None).ok();
+        let yes_no = YesNoTokens::of(&model);
         let trained = model.n_ctx_train().max(1);
         let ctx_size = options.ctx_size.unwrap_or(DEFAULT_CTX_SIZE).min(trained);
         if (ctx_size as usize) <= options.max_tokens {
@@ -159,6 +171,7 @@ impl Generator {
         Ok(Self {
             loaded: Loaded::new(model, |_| Mutex::new(None)),
             template,
+            yes_no,
             name: crate::files::model_name(path),
             path: path.to_path_buf(),
             options: options.clone(),
@@ -318,8 +331,16 @@ impl Generator {
         let mut sampler = LlamaSampler::greedy();
         let mut answer = AnswerText::default();
         let mut generated = 0;
+        let mut yes_no_margin = None;
         let stop = loop {
-            let token = sampler.sample(ctx, batch.n_tokens() - 1);
+            let at = batch.n_tokens() - 1;
+            let mut token = sampler.sample(ctx, at);
+            if generated == 0 {
+                let logits = ctx.get_logits_ith(at);
+                let choice = self.yes_no.choose(token, logits, self.options.yes_no_bias);
+                token = choice.token;
+                yes_no_margin = choice.margin;
+            }
             sampler.accept(token);
             if vocab.is_eog(token) {
                 break "eog";
@@ -351,6 +372,7 @@ impl Generator {
             reused_tokens: reused,
             generated_tokens: generated,
             stop,
+            yes_no_margin,
             prompt_eval_ms,
             generation_ms,
             tokens_per_second: per_second(generated, generation_ms),

@@ -122,6 +122,21 @@ impl PromptSpec {
         }
     }
 
+    /// The subject of the document an answer names by its label instead of answering ("Doc 2"
+    /// for the second document's title, disambiguation dropped): small models do that when the
+    /// answer is a document's subject. None for any other answer, and in the paper's layout,
+    /// which has no labels.
+    pub fn labelled_subject(&self, answer: &str, passages: &[Paragraph]) -> Option<String> {
+        if self.style != PromptStyle::Chat {
+            return None;
+        }
+        let rest = answer.trim().strip_prefix("Doc")?;
+        let number = rest.trim().trim_end_matches(['.', ':']);
+        let n: usize = number.parse().ok()?;
+        let passage = passages.get(n.checked_sub(1)?)?;
+        Some(crate::corpus::without_disambiguation(&passage.title).to_string())
+    }
+
     pub fn render(&self, question: &str, passages: &[Paragraph]) -> Prompt {
         let context = self.context(passages);
         match self.style {
@@ -216,6 +231,29 @@ mod tests {
             "Context: T1: text 1 has {question} in it.\nT2: text 2 has {question} in it..\n\nQuestion: Who won?.\n"
         ));
         assert!(text.ends_with("so on and so forth.\n\nOutput:"));
+    }
+
+    #[test]
+    fn an_answer_naming_a_document_label_becomes_its_subject() {
+        let chat = PromptSpec::from_flags(None, None).unwrap();
+        let mut passages = paragraphs(3);
+        passages[1].title = "Kiss (band)".into();
+        let subject = |answer: &str| chat.labelled_subject(answer, &passages);
+        assert_eq!(subject("Doc 2").as_deref(), Some("Kiss"));
+        assert_eq!(subject(" Doc 3. ").as_deref(), Some("T3"));
+        assert_eq!(subject("Doc 1:").as_deref(), Some("T1"));
+        for other in [
+            "Doc 4",
+            "Doc 0",
+            "Doc",
+            "Doc 2 and Doc 3",
+            "Docklands",
+            "Kiss",
+        ] {
+            assert_eq!(subject(other), None, "{other}");
+        }
+        let paper = PromptSpec::from_flags(Some(PromptStyle::Paper), None).unwrap();
+        assert_eq!(paper.labelled_subject("Doc 2", &passages), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use anyhow::{Context, Result};
 
+use crate::corpus::without_disambiguation;
 use crate::index::Index;
 
 /// Titles shorter than this (in characters, disambiguation removed) are never linked: "UK",
@@ -89,15 +90,6 @@ impl Links {
     }
 }
 
-/// `title` without a trailing parenthesised part: "Kiss (band)" -> "Kiss".
-fn without_disambiguation(title: &str) -> &str {
-    let title = title.trim();
-    match title.strip_suffix(')').and_then(|t| t.rfind(" (")) {
-        Some(open) => title[..open].trim_end(),
-        None => title,
-    }
-}
-
 /// Whether `text[start..end]` has no letter or digit right before or after it.
 fn whole_word(text: &str, start: usize, end: usize) -> bool {
     let before = text[..start].chars().next_back();
@@ -153,13 +145,5 @@ mod tests {
         let text = "Ed Wood made Glen or Glenda in the UK; Io.";
         assert_eq!(l.mentioned(text, 0), vec![1]);
         assert_eq!(l.mentioned(text, 1), vec![0]);
-    }
-
-    #[test]
-    fn disambiguation_is_dropped() {
-        assert_eq!(without_disambiguation("Kiss (band)"), "Kiss");
-        assert_eq!(without_disambiguation("Kiss"), "Kiss");
-        assert_eq!(without_disambiguation("(band)"), "(band)");
-        assert_eq!(without_disambiguation("A (b) c"), "A (b) c");
     }
 }

@@ -204,6 +204,7 @@ pub fn retrieval_config(
         generator: None,
         prompt_style: None,
         max_tokens: None,
+        yes_no_bias: None,
         index: Some(index.to_path_buf()),
     }
 }

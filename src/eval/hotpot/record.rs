@@ -63,6 +63,9 @@ pub struct RunConfig {
     pub generator: Option<String>,
     pub prompt_style: Option<String>,
     pub max_tokens: Option<usize>,
+    /// `--yes-no-bias` where it is not 0 (plain greedy, and every run made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yes_no_bias: Option<f32>,
     pub index: Option<PathBuf>,
 }
 
@@ -121,6 +124,9 @@ pub struct Prediction {
     /// Retrieved titles, best first (none for the oracle).
     pub retrieved: Vec<String>,
     pub retrieval: RetrievalScores,
+    /// The yes-token's logit minus the no-token's, for answers that opened with yes or no.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yes_no_margin: Option<f32>,
     pub timings: PredictionTimings,
 }
 

@@ -315,6 +315,7 @@ mod tests {
             answer_in_context: None,
             retrieval: RetrievalScores::of(&titles, &["A".to_string(), "B".to_string()]),
             retrieved: titles,
+            yes_no_margin: None,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
@@ -348,6 +349,7 @@ mod tests {
             generator: Some("m.gguf".into()),
             prompt_style: Some("chat".into()),
             max_tokens: Some(32),
+            yes_no_bias: None,
             index: None,
         };
         let summary = summarize(&config, &predictions, 1.0);

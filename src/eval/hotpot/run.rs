@@ -309,6 +309,7 @@ fn predict(
         answer_in_context: None,
         retrieved: context.retrieved,
         retrieval,
+        yes_no_margin: None,
         timings: PredictionTimings::default(),
     };
     if let Some(pipeline) = options.pipeline {
@@ -353,9 +354,10 @@ fn predict(
         prediction.dropped = answer.dropped_paragraphs;
         let g = answer.generation;
         if !config.context_only {
-            prediction.em = Some(metrics::exact_match(&g.text, &question.answer));
-            prediction.f1 = Some(metrics::f1_score(&g.text, &question.answer));
-            prediction.prediction = Some(g.text.clone());
+            prediction.em = Some(metrics::exact_match(&answer.answer, &question.answer));
+            prediction.f1 = Some(metrics::f1_score(&answer.answer, &question.answer));
+            prediction.prediction = Some(answer.answer);
+            prediction.yes_no_margin = g.yes_no_margin;
         }
         timings.prompt_tokens = g.prompt_tokens;
         timings.reused_tokens = g.reused_tokens;
