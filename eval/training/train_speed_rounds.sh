@@ -17,6 +17,9 @@ modes=${MODES:-ese,raw}
 out=eval/training/runs/train-speed
 eval/reference/setup.sh >/dev/null
 py=eval/.venv/bin/python
+# Only this invocation's rounds are reported: a base build's files from an earlier one must not
+# be read as this one's.
+rm -rf "$out"/round-*
 for round in $(seq 1 "$rounds"); do
   dir=$out/round-$round
   echo "== round $round/$rounds"
