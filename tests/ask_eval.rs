@@ -202,12 +202,8 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
 
 #[test]
 fn default_generator_answers_from_context_and_trims_it() {
-    let Some(llm) = common::any_llm() else {
-        return common::missing(
-            "default_generator_answers_from_context_and_trims_it",
-            "models",
-            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
-        );
+    let Some(llm) = common::any_llm("default_generator_answers_from_context_and_trims_it") else {
+        return;
     };
     let generator = Generator::load(
         &llm,
@@ -227,15 +223,8 @@ fn default_generator_answers_from_context_and_trims_it() {
         text: "Nothing of note happened here. ".repeat(40),
     };
     let spec = PromptSpec::from_flags(Some(PromptStyle::Chat), None).unwrap();
-    let pipeline = Pipeline {
-        retriever: None,
-        generator: &generator,
-        spec: &spec,
-    };
-    let whole = AskSettings {
-        context_tokens: 0,
-        ..Default::default()
-    };
+    let pipeline = from_paragraphs(&generator, &spec);
+    let whole = whole_paragraphs();
     let question = "What is the capital of Zorbland?";
     let answer = |passages: &[Paragraph], on_token: &mut dyn FnMut(&str) -> bool| {
         pipeline
@@ -359,6 +348,23 @@ fn zorbland() -> [Paragraph; 3] {
     })
 }
 
+/// A pipeline that answers from the paragraphs it is given (no index).
+fn from_paragraphs<'a>(generator: &'a Generator, spec: &'a PromptSpec) -> Pipeline<'a> {
+    Pipeline {
+        retriever: None,
+        generator,
+        spec,
+    }
+}
+
+/// Settings that put the paragraphs in the prompt whole.
+fn whole_paragraphs() -> AskSettings {
+    AskSettings {
+        context_tokens: 0,
+        ..Default::default()
+    }
+}
+
 /// The answer (and yes/no margin) `llm` gives to `question` from `passages` whole.
 fn answer(
     llm: &Path,
@@ -368,15 +374,8 @@ fn answer(
 ) -> (String, Option<f32>) {
     let generator = Generator::load(llm, options).unwrap();
     let spec = PromptSpec::from_flags(None, None).unwrap();
-    let pipeline = Pipeline {
-        retriever: None,
-        generator: &generator,
-        spec: &spec,
-    };
-    let whole = AskSettings {
-        context_tokens: 0,
-        ..Default::default()
-    };
+    let pipeline = from_paragraphs(&generator, &spec);
+    let whole = whole_paragraphs();
     let response = SearchResponse::of_passages(question, passages);
     let result = pipeline
         .answer_from(response, &whole, Instant::now(), |_| true)
@@ -389,14 +388,7 @@ fn answer(
 /// have no margin and are left alone by any bias.
 #[test]
 fn the_yes_no_bias_decides_yes_or_no_on_the_real_model() {
-    let llms = common::all_llms();
-    if llms.is_empty() {
-        return common::missing(
-            "the_yes_no_bias_decides_yes_or_no_on_the_real_model",
-            "models",
-            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
-        );
-    }
+    let llms = common::all_llms("the_yes_no_bias_decides_yes_or_no_on_the_real_model");
     let passages = zorbland();
     let with_bias = |bias: f32| GeneratorOptions {
         yes_no_bias: bias,
@@ -442,14 +434,7 @@ fn the_yes_no_bias_decides_yes_or_no_on_the_real_model() {
 /// generator present; it does reuse it from the second question on.
 #[test]
 fn prefix_reuse_gives_the_same_answers() {
-    let llms = common::all_llms();
-    if llms.is_empty() {
-        return common::missing(
-            "prefix_reuse_gives_the_same_answers",
-            "models",
-            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
-        );
-    }
+    let llms = common::all_llms("prefix_reuse_gives_the_same_answers");
     let passages = zorbland();
     let questions = [
         "What is the capital of Zorbland?",
@@ -458,10 +443,7 @@ fn prefix_reuse_gives_the_same_answers() {
         "When was Quimby founded?",
     ];
     let spec = PromptSpec::from_flags(None, None).unwrap();
-    let whole = AskSettings {
-        context_tokens: 0,
-        ..Default::default()
-    };
+    let whole = whole_paragraphs();
     for llm in llms {
         let answers = |reuse_prefix: bool| {
             let generator = Generator::load(
@@ -472,11 +454,7 @@ fn prefix_reuse_gives_the_same_answers() {
                 },
             )
             .unwrap();
-            let pipeline = Pipeline {
-                retriever: None,
-                generator: &generator,
-                spec: &spec,
-            };
+            let pipeline = from_paragraphs(&generator, &spec);
             questions
                 .iter()
                 .map(|q| {
@@ -507,12 +485,8 @@ fn prefix_reuse_gives_the_same_answers() {
 /// the prompt held, within the context budget, and the budget 0 puts paragraphs in whole.
 #[test]
 fn rag_ask_answers_with_the_sentences_it_read() {
-    let Some(llm) = common::any_llm() else {
-        return common::missing(
-            "rag_ask_answers_with_the_sentences_it_read",
-            "models",
-            "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)",
-        );
+    let Some(llm) = common::any_llm("rag_ask_answers_with_the_sentences_it_read") else {
+        return;
     };
     let tmp = tempfile::tempdir().unwrap();
     let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 20, 3);

@@ -171,14 +171,25 @@ pub fn small_llm() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// A generator to test with: the default one, else the small one.
-pub fn any_llm() -> Option<PathBuf> {
-    default_llm().or_else(small_llm)
+const NO_LLM: &str = "no GGUF generator; run scripts/fetch-models.sh llm (or llm-small)";
+
+/// A generator for `test`: the default one, else the small one; with neither, `test` is
+/// reported [`missing`] (a failure where models are required).
+pub fn any_llm(test: &str) -> Option<PathBuf> {
+    let llm = default_llm().or_else(small_llm);
+    if llm.is_none() {
+        missing(test, "models", NO_LLM);
+    }
+    llm
 }
 
-/// Every generator present, the default first.
-pub fn all_llms() -> Vec<PathBuf> {
-    default_llm().into_iter().chain(small_llm()).collect()
+/// Every generator present for `test`, the default first; with none, as [`any_llm`].
+pub fn all_llms(test: &str) -> Vec<PathBuf> {
+    let llms: Vec<PathBuf> = default_llm().into_iter().chain(small_llm()).collect();
+    if llms.is_empty() {
+        missing(test, "models", NO_LLM);
+    }
+    llms
 }
 
 /// The settings of a retrieval-only `rag eval` run (no generator) over `cells`.
