@@ -142,6 +142,9 @@ impl Generator {
         if options.max_tokens == 0 {
             bail!("--max-tokens must be at least 1");
         }
+        if !options.yes_no_bias.is_finite() {
+            bail!("--yes-no-bias must be a finite number (got {})", options.yes_no_bias);
+        }
         let metadata = std::fs::metadata(path).with_context(|| {
             format!(
                 "no generator model at {} (scripts/fetch-models.sh llm fetches the default)",
@@ -480,6 +483,12 @@ mod tests {
     fn a_missing_or_broken_model_is_one_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("none.gguf");
+        let nan = GeneratorOptions {
+            yes_no_bias: f32::NAN,
+            ..Default::default()
+        };
+        let err = Generator::load(&missing, &nan).err().unwrap();
+        assert!(format!("{err:#}").contains("--yes-no-bias must be a finite"), "{err:#}");
         let err = Generator::load(&missing, &GeneratorOptions::default())
             .err()
             .unwrap();
