@@ -1,5 +1,6 @@
 //! Answer generation with a local GGUF model through llama.cpp (crate `llama-cpp-2`): the model's
-//! chat template, greedy decoding, stop at end of turn or at the first line break.
+//! chat template, greedy decoding (a yes or a no first token decided with a bias: [`yes_no`]),
+//! stop at end of turn or at the first line break.
 //!
 //! The model is loaded once per process, with one context kept beside it. Consecutive prompts
 //! share their opening (the chat template's head and the instruction): the context keeps the
