@@ -3,7 +3,8 @@
 # trained the same way, then HotpotQA recall and exact match at 6 / 3 layers x 384 / 64 dims.
 #
 #   eval/paper_rag/run.sh [MODEL...]
-#       (default: untrained raw mrl 2dmse ese, then raw-paper mrl-paper 2dmse-paper ese-paper)
+#       (default: untrained raw mrl 2dmse ese, then raw-paper mrl-paper 2dmse-paper ese-paper;
+#       each group trained first, then evaluated in the dense setting, then the default one)
 #
 # Every model trains on the same data (the NLI triplets plus the titled pairs of
 # --pairs-from-corpus from both HotpotQA sample files), steps, learning rate and seed:
@@ -40,8 +41,10 @@ DATA=${RAG_DATA:-../shared/data}
 MODELS_DIR=${MODELS_DIR:-data/trained/paper-rag}
 OUT=${OUT:-eval/paper_rag}
 read -r -a settings <<<"${SETTINGS:-dense default}"
+main=(untrained raw mrl 2dmse ese)
+paper=(raw-paper mrl-paper 2dmse-paper ese-paper)
 models=("$@")
-[ ${#models[@]} -gt 0 ] || models=(untrained raw mrl 2dmse ese raw-paper mrl-paper 2dmse-paper ese-paper)
+[ ${#models[@]} -gt 0 ] || models=("${main[@]}" "${paper[@]}")
 mkdir -p "$OUT/train" "$OUT/runs" "$MODELS_DIR"
 [ -x "$RAG_BIN" ] || { echo "no rag binary at $RAG_BIN: run cargo build --release (scripts/setup.sh)" >&2; exit 1; }
 
@@ -95,10 +98,20 @@ evaluate() { # model, setting
 for model in "${models[@]}"; do
   [ "$model" = untrained ] || flags "$model" >/dev/null
 done
-for model in "${models[@]}"; do
-  train "$model"
+# A group's models are all trained, then evaluated setting by setting, so that the headline
+# comparison (the main models, dense) is complete before the rest: on 2 cores the whole grid is
+# days of CPU, and every stage resumes.
+run_group() { # MODEL...
+  local model setting
+  for model in "$@"; do train "$model"; done
   for setting in "${settings[@]}"; do
-    evaluate "$model" "$setting"
+    for model in "$@"; do evaluate "$model" "$setting"; done
   done
-done
+}
+if [ $# -gt 0 ]; then
+  run_group "${models[@]}"
+else
+  run_group "${main[@]}"
+  run_group "${paper[@]}"
+fi
 echo "done: ${models[*]} x ${settings[*]} -> $OUT/runs/ (python3 eval/paper_rag/report.py writes the table)"
