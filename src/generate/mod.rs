@@ -144,7 +144,10 @@ impl Generator {
             bail!("--max-tokens must be at least 1");
         }
         if !options.yes_no_bias.is_finite() {
-            bail!("--yes-no-bias must be a finite number (got {})", options.yes_no_bias);
+            bail!(
+                "--yes-no-bias must be a finite number (got {})",
+                options.yes_no_bias
+            );
         }
         let metadata = std::fs::metadata(path).with_context(|| {
             format!(
@@ -489,7 +492,10 @@ mod tests {
             ..Default::default()
         };
         let err = Generator::load(&missing, &nan).err().unwrap();
-        assert!(format!("{err:#}").contains("--yes-no-bias must be a finite"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("--yes-no-bias must be a finite"),
+            "{err:#}"
+        );
         let err = Generator::load(&missing, &GeneratorOptions::default())
             .err()
             .unwrap();
