@@ -92,9 +92,10 @@ def yes_no(out):
                f"Right at bias 0 (greedy): {b['accuracy_at_0']}; best {b['best']}; within one of the best from "
                f"{b['range_within_one_of_best'][0]} to {b['range_within_one_of_best'][1]}; chosen: "
                f"**{b['chosen_bias']}** ({b['accuracy_at_chosen']} right).\n")
-    out.append("| bias | " + " | ".join(k for k in b["accuracy"] if float(k) * 2 == int(float(k) * 2)) + " |")
-    out.append("|---|" + "---:|" * sum(1 for k in b["accuracy"] if float(k) * 2 == int(float(k) * 2)))
-    out.append("| right | " + " | ".join(str(v) for k, v in b["accuracy"].items() if float(k) * 2 == int(float(k) * 2)) + " |")
+    shown = {k: v for k, v in b["accuracy"].items() if (2 * float(k)).is_integer()}  # every 0.5
+    out.append("| bias | " + " | ".join(shown) + " |")
+    out.append("|---|" + "---:|" * len(shown))
+    out.append("| right | " + " | ".join(str(v) for v in shown.values()) + " |")
 
 
 def timing(out):

@@ -21,6 +21,10 @@ Requirement: For 'yes/no' question, directly output 'yes' or 'no'. For the 'who'
 
 Output:";
 
+/// What the chat layout calls each document ("Doc 1(Title: ...) ..."); answers that name one
+/// by it are read back with [`PromptSpec::labelled_subject`].
+const DOC_LABEL: &str = "Doc";
+
 /// FlashRAG's system instruction; the documents follow it.
 pub const CHAT_INSTRUCTION: &str = "Answer the question based on the given document. Only give me the answer and do not output any other words.\nThe following are given documents.\n\n";
 
@@ -117,7 +121,7 @@ impl PromptSpec {
             PromptStyle::Chat => passages
                 .iter()
                 .enumerate()
-                .map(|(i, p)| format!("Doc {}(Title: {}) {}\n", i + 1, p.title, p.text))
+                .map(|(i, p)| format!("{DOC_LABEL} {}(Title: {}) {}\n", i + 1, p.title, p.text))
                 .collect(),
         }
     }
@@ -130,7 +134,7 @@ impl PromptSpec {
         if self.style != PromptStyle::Chat {
             return None;
         }
-        let rest = answer.trim().strip_prefix("Doc")?;
+        let rest = answer.trim().strip_prefix(DOC_LABEL)?;
         let number = rest.trim().trim_end_matches(['.', ':']);
         let n: usize = number.parse().ok()?;
         let passage = passages.get(n.checked_sub(1)?)?;
