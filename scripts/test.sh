@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 ensure_build_deps
+# Unformatted code fails here, before the build, rather than slipping through as 26599df did.
+cargo fmt --check >/dev/null || { echo "cargo fmt --check: unformatted code (run cargo fmt)" >&2; exit 1; }
 scripts/fetch-models.sh encoder
 # Integration tests that need a model or the data skip when it is missing, unless RAG_REQUIRE
 # (CI sets RAG_REQUIRE=models,data) names it: then they fail. The generation tests use the
