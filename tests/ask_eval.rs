@@ -12,7 +12,7 @@ use rag::corpus::{read_questions, Paragraph};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
 use rag::eval::hotpot::{self, Cell, RunConfig, RunOptions};
-use rag::generate::{Generator, GeneratorOptions, PromptSpec, PromptStyle};
+use rag::generate::{Generation, Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
 use rag::progress::ProgressMode;
 use rag::retrieve::{Mode, Retriever, SearchResponse, SearchTimings, Strategy};
@@ -365,13 +365,13 @@ fn whole_paragraphs() -> AskSettings {
     }
 }
 
-/// The answer (and yes/no margin) `llm` gives to `question` from `passages` whole.
-fn answer(
+/// The answer `llm` gives to `question` from `passages` whole, and how it was generated.
+fn generated(
     llm: &Path,
     options: &GeneratorOptions,
     passages: &[Paragraph],
     question: &str,
-) -> (String, Option<f32>) {
+) -> (String, Generation) {
     let generator = Generator::load(llm, options).unwrap();
     let spec = PromptSpec::from_flags(None, None).unwrap();
     let pipeline = from_paragraphs(&generator, &spec);
@@ -380,7 +380,18 @@ fn answer(
     let result = pipeline
         .answer_from(response, &whole, Instant::now(), |_| true)
         .unwrap();
-    (result.answer, result.generation.yes_no_margin)
+    (result.answer, result.generation)
+}
+
+/// The answer and its yes/no margin.
+fn answer(
+    llm: &Path,
+    options: &GeneratorOptions,
+    passages: &[Paragraph],
+    question: &str,
+) -> (String, Option<f32>) {
+    let (text, generation) = generated(llm, options, passages, question);
+    (text, generation.yes_no_margin)
 }
 
 /// On every generator present: a yes/no answer records the margin between its yes and no
@@ -430,6 +441,40 @@ fn the_yes_no_bias_decides_yes_or_no_on_the_real_model() {
     }
 }
 
+/// On every generator present: an answer naming one of the question's two options records the
+/// margin between their log-probabilities, and the bias decides the option on either side of
+/// it; with the choice off the greedy answer stands and nothing is recorded.
+#[test]
+fn the_option_bias_decides_between_the_options_on_the_real_model() {
+    let llms = common::all_llms("the_option_bias_decides_between_the_options_on_the_real_model");
+    let passages = zorbland();
+    let with_bias = |option_bias: Option<f32>| GeneratorOptions {
+        option_bias,
+        ..Default::default()
+    };
+    let question = "Which city has a mayor, Quimby or Vesk?";
+    for llm in llms {
+        let (greedy, g) = generated(&llm, &with_bias(None), &passages, question);
+        assert!(g.option_choice.is_none(), "{}: {g:?}", llm.display());
+        let (_, g) = generated(&llm, &with_bias(Some(0.0)), &passages, question);
+        let choice = g
+            .option_choice
+            .unwrap_or_else(|| panic!("{}: no choice for {greedy:?}", llm.display()));
+        assert_eq!(choice.options, ["Quimby".to_string(), "Vesk".to_string()]);
+        assert_eq!(choice.greedy_answer, greedy, "{}", llm.display());
+        assert!(choice.margin.is_finite());
+        for (bias, side) in [(choice.margin - 0.25, 0), (choice.margin + 0.25, 1)] {
+            let (text, g) = generated(&llm, &with_bias(Some(bias)), &passages, question);
+            let decided = g.option_choice.expect("decided at every bias");
+            assert_eq!(decided.margin, choice.margin, "{}", llm.display());
+            assert_eq!(
+                (decided.chosen, text.as_str()),
+                (side, choice.options[side].as_str())
+            );
+        }
+    }
+}
+
 /// Reusing the previous prompt's opening from the KV cache changes no answer, on every
 /// generator present; it does reuse it from the second question on.
 #[test]
@@ -439,6 +484,9 @@ fn prefix_reuse_gives_the_same_answers() {
     let questions = [
         "What is the capital of Zorbland?",
         "Who is the mayor of the capital of Zorbland?",
+        // Decided between its options (the choice is on below) after greedy decoding, which
+        // scores both options in the cache and must leave the prompt there to reuse.
+        "Which city has a mayor, Quimby or Vesk?",
         "Where was the mayor of Quimby born?",
         "When was Quimby founded?",
     ];
@@ -450,6 +498,7 @@ fn prefix_reuse_gives_the_same_answers() {
                 &llm,
                 &GeneratorOptions {
                     reuse_prefix,
+                    option_bias: Some(0.0),
                     ..Default::default()
                 },
             )

@@ -8,7 +8,8 @@
 #     measured, nothing generated); weights: the sentence scores' weights at a budget of 200;
 #     links: the second hop's title links (--link-weight) on the default retrieval; topk: the
 #     paragraphs the context is chosen from; yes-no: --yes-no-bias from the fullwiki yes/no
-#     questions; em: exact match of every default (yes-no and em are not in `all`)
+#     questions; options: --option-bias from the fullwiki "..., A or B?" questions; em: exact
+#     match of every default (yes-no, options and em are not in `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
@@ -75,7 +76,7 @@ fi
 if [ "$stage" = yes-no ]; then
   # Every fullwiki question answered yes or no (51; 16 of them among the tuning questions),
   # answered greedily (bias 0) with every other default; each prediction records its margin,
-  # and yes_no_bias.py reads off every bias's accuracy and chooses one.
+  # and bias.py reads off every bias's accuracy and chooses one.
   YES_NO=$OUT/yes_no_questions.json
   python3 - "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$YES_NO" <<'PY'
 import json, sys
@@ -86,7 +87,46 @@ print(f"{len(kept)} of {len(records)} fullwiki questions are answered yes or no 
 PY
   echo "== yes-no-greedy"
   "$RAG" eval --questions "$YES_NO" --runs-dir "$OUT" --name yes-no-greedy --yes-no-bias 0 | grep -E '^\| 6 '
-  python3 eval/answers/yes_no_bias.py "$OUT/yes-no-greedy" "$OUT/yes-no-greedy/bias.json"
+  python3 eval/answers/bias.py yes-no "$OUT/yes-no-greedy" --out "$OUT/yes-no-greedy/bias.json"
+fi
+if [ "$stage" = options ]; then
+  # Every fullwiki question ending "... or ...?" and not answered yes or no (the generator
+  # decides which offer two options), answered with every other default and --option-bias 0;
+  # each decided prediction records its margin and greedy answer, and bias.py reads off every
+  # bias's accuracy and chooses one. Then the same questions with their options swapped
+  # ("..., B or A?"), whose margins averaged with the first order's cancel a preference for
+  # the option named first. Neither beat greedy answers by more than two questions of 67, so
+  # the choice stays off by default (eval/answers/README.md).
+  OPTIONS=$OUT/option_questions.json
+  python3 - "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$OPTIONS" "$OUT/option_questions_swapped.json" <<'PY'
+import json, sys
+records = json.load(open(sys.argv[1]))
+kept = [r for r in records if " or " in r["question"] and r["question"].strip().endswith("?")
+        and r["answer"].strip().lower() not in ("yes", "no")]
+json.dump(kept, open(sys.argv[2], "w"))
+print(f"{len(kept)} of {len(records)} fullwiki questions ask '... or ...?' -> {sys.argv[2]}")
+# The options as src/generate/options.rs reads them: after the last comma, up to " or ", and
+# from there to the question mark (no comma in it).
+swapped = []
+for r in kept:
+    body = r["question"].strip()[:-1].rstrip()
+    split = body.rfind(" or ")
+    head, second = body[:split], body[split + 4:]
+    comma = head.rfind(",")
+    if comma >= 0 and "," not in second:
+        first = head[comma + 1:]
+        swapped.append(dict(r, question=f"{head[:comma + 1]} {second.strip()} or {first.strip()}?"))
+json.dump(swapped, open(sys.argv[3], "w"))
+print(f"{len(swapped)} with their options swapped -> {sys.argv[3]}")
+PY
+  echo "== options-0"
+  "$RAG" eval --questions "$OPTIONS" --runs-dir "$OUT" --name options-0 --option-bias 0 | grep -E '^\| 6 '
+  python3 eval/answers/bias.py options "$OUT/options-0" --out "$OUT/options-0/bias.json"
+  echo "== options-0-swapped"
+  "$RAG" eval --questions "$OUT/option_questions_swapped.json" --runs-dir "$OUT" --name options-0-swapped \
+    --option-bias 0 | grep -E '^\| 6 '
+  python3 eval/answers/bias.py options "$OUT/options-0" --swapped "$OUT/options-0-swapped" \
+    --out "$OUT/options-0-swapped/bias-both-orders.json"
 fi
 if [ "$stage" = em ]; then
   # Exact match with the generator on the 240 tuning questions, every default: the baseline

@@ -199,7 +199,11 @@ impl<'a> Pipeline<'a> {
             })?;
         let prompt_ms = ms_since(prompting);
         let generation = match on_token {
-            Some(on_token) => self.generator.generate(&prompt, on_token)?,
+            Some(on_token) => {
+                let options = crate::generate::options::parse(&response.query);
+                self.generator
+                    .generate(&prompt, options.as_ref(), on_token)?
+            }
             None => Generation {
                 prompt_tokens: self.generator.prompt_tokens(&prompt)?,
                 ..Default::default()

@@ -191,6 +191,9 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .as_ref()
             .map(|_| args.generator.generation.yes_no_bias)
             .filter(|&bias| bias != 0.0),
+        option_bias: spec
+            .as_ref()
+            .and_then(|_| args.generator.generation.option_bias.0),
         index: retriever.as_ref().map(|r| r.index.dir.clone()),
     };
     let name = args

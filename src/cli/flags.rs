@@ -228,6 +228,38 @@ pub struct GenerationArgs {
     /// no-token by more than this many logits (0: plain greedy decoding).
     #[arg(long, default_value_t = DEFAULT_YES_NO_BIAS, allow_negative_numbers = true)]
     pub yes_no_bias: f32,
+    /// An answer naming one of the two options a question ends with ("..., A or B?") is the
+    /// first option only if the model's log-probability of it beats the second's by more than
+    /// this, and the second otherwise; `off` keeps the greedy answer (measured no better on
+    /// the fullwiki questions: eval/answers/README.md).
+    #[arg(long, default_value_t = OptionBias(None), allow_negative_numbers = true)]
+    pub option_bias: OptionBias,
+}
+
+/// `--option-bias`: a finite number, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OptionBias(pub Option<f32>);
+
+impl std::fmt::Display for OptionBias {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(bias) => write!(f, "{bias}"),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+impl std::str::FromStr for OptionBias {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "off" {
+            return Ok(Self(None));
+        }
+        match s.parse::<f32>() {
+            Ok(bias) if bias.is_finite() => Ok(Self(Some(bias))),
+            _ => Err(format!("'{s}' is neither a finite number nor 'off'")),
+        }
+    }
 }
 
 impl GenerationArgs {
@@ -245,6 +277,7 @@ impl GenerationArgs {
                 verbose: self.verbose,
                 reuse_prefix: !self.no_prefix_cache,
                 yes_no_bias: self.yes_no_bias,
+                option_bias: self.option_bias.0,
             },
         )
     }
@@ -315,5 +348,16 @@ mod tests {
         assert_eq!(parse_list("6, 1,3,6").unwrap(), vec![1, 3, 6]);
         assert!(parse_list("0,3").is_err());
         assert!(parse_list("a").is_err());
+    }
+
+    #[test]
+    fn option_bias_is_a_finite_number_or_off() {
+        let parse = |s: &str| s.parse::<OptionBias>();
+        assert_eq!(parse("-1.5"), Ok(OptionBias(Some(-1.5))));
+        assert_eq!(parse("off"), Ok(OptionBias(None)));
+        assert!(parse("inf").is_err() && parse("NaN").is_err() && parse("").is_err());
+        for bias in [OptionBias(None), OptionBias(Some(0.8))] {
+            assert_eq!(parse(&bias.to_string()), Ok(bias));
+        }
     }
 }

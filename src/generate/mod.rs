@@ -1,6 +1,7 @@
 //! Answer generation with a local GGUF model through llama.cpp (crate `llama-cpp-2`): the model's
-//! chat template, greedy decoding (a yes or a no first token decided with a bias: [`yes_no`]),
-//! stop at end of turn or at the first line break.
+//! chat template, greedy decoding (a yes or a no first token decided with a bias: [`yes_no`];
+//! an answer naming one of the two options a question offers, by the options' biased
+//! log-probabilities: [`options`]), stop at end of turn or at the first line break.
 //!
 //! The model is loaded once per process, with one context kept beside it. Consecutive prompts
 //! share their opening (the chat template's head and the instruction): the context keeps the
@@ -9,6 +10,7 @@
 //! llama.cpp's own timings are reset per answer, so they cover exactly one.
 
 pub mod gguf;
+pub mod options;
 pub mod prompt;
 pub mod yes_no;
 
@@ -55,6 +57,11 @@ pub struct GeneratorOptions {
     /// An answer that opens with yes or no says "yes" only if the yes-token's logit beats the
     /// no-token's by more than this (0: greedy); see [`yes_no`].
     pub yes_no_bias: f32,
+    /// An answer naming one of the two options a question ends with ("..., A or B?") is the
+    /// first option only if its log-probability beats the second's by more than this; `None`
+    /// (the default: on the fullwiki questions no bias beat greedy answers by more than one
+    /// question of 67) keeps the greedy answer. See [`options`].
+    pub option_bias: Option<f32>,
 }
 
 impl Default for GeneratorOptions {
@@ -66,6 +73,7 @@ impl Default for GeneratorOptions {
             verbose: false,
             reuse_prefix: true,
             yes_no_bias: DEFAULT_YES_NO_BIAS,
+            option_bias: None,
         }
     }
 }
@@ -83,6 +91,9 @@ pub struct Generation {
     pub stop: &'static str,
     /// The yes-token's logit minus the no-token's, when the answer opened with yes or no.
     pub yes_no_margin: Option<f32>,
+    /// How the answer was chosen between the question's two options, when it named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub option_choice: Option<OptionChoice>,
     pub prompt_eval_ms: f64,
     pub generation_ms: f64,
     pub tokens_per_second: f64,
@@ -90,6 +101,18 @@ pub struct Generation {
     pub llama_eval_ms: f64,
     pub llama_eval_tokens: usize,
     pub llama_tokens_per_second: f64,
+}
+
+/// An answer decided between a question's two options ([`options`]).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct OptionChoice {
+    pub options: [String; 2],
+    /// The first option's log-probability minus the second's, each as the answer's opening.
+    pub margin: f32,
+    /// The greedy answer, the option it named and the one answered (0: first, 1: second).
+    pub greedy_answer: String,
+    pub greedy: usize,
+    pub chosen: usize,
 }
 
 /// What stays in the model's context between prompts: the context and the tokens its KV cache
@@ -142,6 +165,9 @@ impl Generator {
     pub fn load(path: &Path, options: &GeneratorOptions) -> Result<Self> {
         if options.max_tokens == 0 {
             bail!("--max-tokens must be at least 1");
+        }
+        if let Some(bias) = options.option_bias.filter(|b| !b.is_finite()) {
+            bail!("--option-bias must be a finite number or off (got {bias})");
         }
         if !options.yes_no_bias.is_finite() {
             bail!(
@@ -242,10 +268,13 @@ impl Generator {
     }
 
     /// Greedy-decodes an answer; `on_token` gets the answer's text as it grows, piece by piece,
-    /// and returns false to stop early (a client that went away).
+    /// and returns false to stop early (a client that went away). `options` are the two the
+    /// question offers ([`options::parse`]): an answer that may be decided between them is
+    /// passed to `on_token` whole, once decided.
     pub fn generate(
         &self,
         prompt: &Prompt,
+        options: Option<&[String; 2]>,
         on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
         let tokens = self.tokenize(prompt)?;
@@ -267,7 +296,7 @@ impl Generator {
                 *slot = Some(self.new_context(model)?);
             }
             let cached = slot.as_mut().expect("made above");
-            let result = self.decode(model, cached, &tokens, on_token);
+            let result = self.decode(model, cached, &tokens, options, on_token);
             if result.is_err() {
                 // What the cache holds after a failed decode is unknown: start clean next time.
                 cached.tokens.clear();
@@ -300,8 +329,10 @@ impl Generator {
         model: &LlamaModel,
         cached: &mut Cached,
         tokens: &[LlamaToken],
+        options: Option<&[String; 2]>,
         mut on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
+        let choice = options.zip(self.options.option_bias);
         let shared = if self.options.reuse_prefix {
             shared_prefix(&cached.tokens, tokens)
         } else {
@@ -355,7 +386,12 @@ impl Generator {
             generated += 1;
             let mut wanted = true;
             let piece = vocab.token_to_piece(token, false, None);
-            if answer.push(&piece, &mut |text| wanted &= on_token(text)) {
+            let streamed = &mut |text: &str| {
+                if choice.is_none() {
+                    wanted &= on_token(text);
+                }
+            };
+            if answer.push(&piece, streamed) {
                 break "newline";
             }
             if !wanted {
@@ -370,16 +406,37 @@ impl Generator {
                 .map_err(|e| anyhow!("decoding: {e}"))?;
             cached.tokens.push(token);
         };
+        let mut text = answer.finish();
+        let mut option_choice = None;
+        if let Some((options, bias)) = choice {
+            if let Some(greedy) = options::named(&text, options) {
+                if let Some(margin) = self.option_margin(model, cached, tokens, options)? {
+                    let chosen = options::choose(margin, bias);
+                    let greedy_answer = std::mem::replace(&mut text, options[chosen].clone());
+                    option_choice = Some(OptionChoice {
+                        options: options.clone(),
+                        margin,
+                        greedy_answer,
+                        greedy,
+                        chosen,
+                    });
+                }
+            }
+            if !text.is_empty() {
+                on_token(&text);
+            }
+        }
         let generation_ms = ms_since(started);
-        let timings = ctx.timings();
+        let timings = cached.ctx.timings();
         let llama_eval_tokens = usize::try_from(timings.n_eval()).unwrap_or(0);
         Ok(Generation {
-            text: answer.finish(),
+            text,
             prompt_tokens: tokens.len(),
             reused_tokens: reused,
             generated_tokens: generated,
             stop,
             yes_no_margin,
+            option_choice,
             prompt_eval_ms,
             generation_ms,
             tokens_per_second: per_second(generated, generation_ms),
@@ -389,6 +446,69 @@ impl Generator {
             llama_tokens_per_second: per_second(llama_eval_tokens, timings.t_eval_ms()),
         })
     }
+}
+
+impl Generator {
+    /// The log-probability of the first option as the answer's opening minus the second's,
+    /// each read by evaluating the option after the prompt (its last token again, for the
+    /// first option token's logits). The cache is left holding the prompt. None where the
+    /// model's memory cannot drop a tail, or an option is no tokens.
+    fn option_margin(
+        &self,
+        model: &LlamaModel,
+        cached: &mut Cached,
+        prompt: &[LlamaToken],
+        options: &[String; 2],
+    ) -> Result<Option<f32>> {
+        let last = prompt.len() - 1;
+        let mut log_prob = [0.0f32; 2];
+        for (side, option) in options.iter().enumerate() {
+            let answer = model.vocab().tokenize(option.as_bytes(), false, false);
+            if answer.is_empty() {
+                return Ok(None);
+            }
+            let ctx = &mut cached.ctx;
+            if !ctx
+                .clear_kv_cache_seq(Some(0), Some(last as u32), None)
+                .unwrap_or(false)
+            {
+                ctx.clear_kv_cache();
+                cached.tokens.clear();
+                return Ok(None);
+            }
+            cached.tokens.truncate(last);
+            let inputs: Vec<LlamaToken> = std::iter::once(prompt[last])
+                .chain(answer[..answer.len() - 1].iter().copied())
+                .collect();
+            let mut batch = LlamaBatch::new(inputs.len(), 1);
+            for (i, &token) in inputs.iter().enumerate() {
+                batch.add(token, (last + i) as i32, &[0], true)?;
+            }
+            ctx.decode(&mut batch)
+                .map_err(|e| anyhow!("scoring an option: {e}"))?;
+            cached.tokens.extend_from_slice(&inputs);
+            for (i, &token) in answer.iter().enumerate() {
+                log_prob[side] += log_softmax_at(ctx.get_logits_ith(i as i32), token);
+            }
+        }
+        let ctx = &mut cached.ctx;
+        if !ctx
+            .clear_kv_cache_seq(Some(0), Some(prompt.len() as u32), None)
+            .unwrap_or(false)
+        {
+            ctx.clear_kv_cache();
+            cached.tokens.clear();
+        }
+        cached.tokens.truncate(prompt.len());
+        Ok(Some(log_prob[0] - log_prob[1]))
+    }
+}
+
+/// The log-probability of `token` under `logits`.
+fn log_softmax_at(logits: &[f32], token: LlamaToken) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+    logits[token.0 as usize] - max - sum.ln()
 }
 
 /// How many tokens two sequences share from the start.

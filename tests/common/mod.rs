@@ -216,6 +216,7 @@ pub fn retrieval_config(
         prompt_style: None,
         max_tokens: None,
         yes_no_bias: None,
+        option_bias: None,
         index: Some(index.to_path_buf()),
     }
 }

@@ -66,6 +66,9 @@ pub struct RunConfig {
     /// `--yes-no-bias` where it is not 0 (plain greedy, and every run made before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yes_no_bias: Option<f32>,
+    /// `--option-bias`, unless off (plain greedy, and every run made before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_bias: Option<f32>,
     pub index: Option<PathBuf>,
 }
 
@@ -127,6 +130,9 @@ pub struct Prediction {
     /// The yes-token's logit minus the no-token's, for answers that opened with yes or no.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yes_no_margin: Option<f32>,
+    /// How the answer was chosen between the question's two options, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_choice: Option<crate::generate::OptionChoice>,
     pub timings: PredictionTimings,
 }
 

@@ -316,6 +316,7 @@ mod tests {
             retrieval: RetrievalScores::of(&titles, &["A".to_string(), "B".to_string()]),
             retrieved: titles,
             yes_no_margin: None,
+            option_choice: None,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
@@ -350,6 +351,7 @@ mod tests {
             prompt_style: Some("chat".into()),
             max_tokens: Some(32),
             yes_no_bias: None,
+            option_bias: None,
             index: None,
         };
         let summary = summarize(&config, &predictions, 1.0);

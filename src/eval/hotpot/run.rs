@@ -310,6 +310,7 @@ fn predict(
         retrieved: context.retrieved,
         retrieval,
         yes_no_margin: None,
+        option_choice: None,
         timings: PredictionTimings::default(),
     };
     if let Some(pipeline) = options.pipeline {
@@ -358,6 +359,7 @@ fn predict(
             prediction.f1 = Some(metrics::f1_score(&answer.answer, &question.answer));
             prediction.prediction = Some(answer.answer);
             prediction.yes_no_margin = g.yes_no_margin;
+            prediction.option_choice = g.option_choice;
         }
         timings.prompt_tokens = g.prompt_tokens;
         timings.reused_tokens = g.reused_tokens;

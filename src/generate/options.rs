@@ -1,0 +1,145 @@
+//! A calibrated choice between the two options a question names ("Which is older, A or B?").
+//! Small instruct models favour the option named first: on the fullwiki tuning questions the
+//! 1.5B default answered the first option for 8 questions whose answer was the second, and the
+//! reverse twice. When the greedy answer names exactly one of the options, the answer is
+//! decided instead by the model's log-probability of each option as the whole opening of its
+//! answer: the first option only if it beats the second by more than a bias, and the answer is
+//! then that option as the question wrote it.
+
+/// The two options of a question ending "..., A or B?", leading articles and enclosing quotes
+/// dropped (the model writes "Leonberger" for "the Leonberger", and titles without their
+/// quotes; exact match ignores both either way). None
+/// for any other question: the first option must follow a comma, so that where it starts is
+/// known, and the second may hold no comma.
+pub fn parse(question: &str) -> Option<[String; 2]> {
+    let body = question.trim().strip_suffix('?')?.trim_end();
+    let split = body.rfind(" or ")?;
+    let (head, second) = (&body[..split], &body[split + " or ".len()..]);
+    let first = &head[head.rfind(',')? + 1..];
+    if second.contains(',') {
+        return None;
+    }
+    let first = bare(first);
+    let second = bare(second);
+    if first.is_empty() || second.is_empty() || words(first) == words(second) {
+        return None;
+    }
+    Some([first.to_string(), second.to_string()])
+}
+
+/// Which option an answer names: 0 or 1 when its words hold exactly one option's words (or
+/// are part of exactly one option), none when it names neither or both.
+pub fn named(answer: &str, options: &[String; 2]) -> Option<usize> {
+    let answer = words(answer);
+    if answer.is_empty() {
+        return None;
+    }
+    let names = |option: &String| {
+        let option = words(option);
+        contains(&answer, &option) || contains(&option, &answer)
+    };
+    match (names(&options[0]), names(&options[1])) {
+        (true, false) => Some(0),
+        (false, true) => Some(1),
+        _ => None,
+    }
+}
+
+/// The option the biased margin picks: the first when its log-probability beats the
+/// second's by more than `bias` (a positive bias corrects a first-position preference).
+pub fn choose(margin: f32, bias: f32) -> usize {
+    usize::from(margin <= bias)
+}
+
+/// An option without a leading article, or without the quotes around it.
+fn bare(text: &str) -> &str {
+    let text = text.trim();
+    for (open, close) in [('"', '"'), ('“', '”')] {
+        if let Some(inner) = text.strip_prefix(open).and_then(|t| t.strip_suffix(close)) {
+            return inner.trim();
+        }
+    }
+    for article in ["the ", "The ", "a ", "A ", "an ", "An "] {
+        if let Some(rest) = text.strip_prefix(article) {
+            return rest.trim_start();
+        }
+    }
+    text
+}
+
+/// Lower-cased alphanumeric words, articles dropped.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .filter(|w| !matches!(w.as_str(), "a" | "an" | "the"))
+        .collect()
+}
+
+/// Whether `needle` occurs in `haystack` as a run of whole words.
+fn contains(haystack: &[String], needle: &[String]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(a: &str, b: &str) -> [String; 2] {
+        [a.to_string(), b.to_string()]
+    }
+
+    #[test]
+    fn options_follow_the_last_comma_and_end_the_question() {
+        assert_eq!(
+            parse("Which dog is a giant breed, the  Leonberger or the Basset Hound?"),
+            Some(pair("Leonberger", "Basset Hound"))
+        );
+        assert_eq!(
+            parse("Who was born first, Ed Wood, or Scott Derrickson ? "),
+            None,
+            "an empty first option"
+        );
+        assert_eq!(
+            parse("Who was born first, Ed Wood or Scott Derrickson ?"),
+            Some(pair("Ed Wood", "Scott Derrickson"))
+        );
+        assert_eq!(
+            parse("Which came first, \"Paper Trail\" or “If Tomorrow Comes...”?"),
+            Some(pair("Paper Trail", "If Tomorrow Comes..."))
+        );
+        for other in [
+            "Were Scott Derrickson and Ed Wood of the same nationality?",
+            "Is Ed Wood or Scott Derrickson older?",
+            "Which film came first, Gimme Shelter or LaLee's Kin, the documentary?",
+            "Which is older, the band or the Band?",
+            "Who was born first, Ed Wood or Scott Derrickson",
+        ] {
+            assert_eq!(parse(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn an_answer_names_one_option_or_none() {
+        let options = pair("Leonberger", "Basset Hound");
+        assert_eq!(named("The Leonberger", &options), Some(0));
+        assert_eq!(
+            named("The Leonberger is a giant dog breed.", &options),
+            Some(0)
+        );
+        assert_eq!(named("Basset", &options), Some(1), "part of an option");
+        assert_eq!(named("basset hounds", &options), None, "not whole words");
+        assert_eq!(named("Leonberger, not the Basset Hound", &options), None);
+        assert_eq!(named("Newfoundland", &options), None);
+        assert_eq!(named("", &options), None);
+    }
+
+    #[test]
+    fn the_bias_moves_the_line_between_the_options() {
+        assert_eq!(choose(1.0, 0.0), 0);
+        assert_eq!(choose(-0.5, 0.0), 1);
+        assert_eq!(choose(1.0, 1.5), 1, "a first-option preference corrected");
+        assert_eq!(choose(1.5, 1.5), 1, "a tie goes to the second");
+        assert_eq!(choose(-1.0, -1.5), 0);
+    }
+}
