@@ -122,6 +122,24 @@ struct Cached<'model> {
     tokens: Vec<LlamaToken>,
 }
 
+impl Cached<'_> {
+    /// Keeps the first `len` tokens in the KV cache and drops the rest, `tokens` in step. A
+    /// model whose memory cannot drop a tail (a recurrent one) is emptied instead: false.
+    fn keep(&mut self, len: usize) -> bool {
+        let dropped = self
+            .ctx
+            .clear_kv_cache_seq(Some(0), Some(len as u32), None)
+            .unwrap_or(false);
+        if dropped {
+            self.tokens.truncate(len);
+        } else {
+            self.ctx.clear_kv_cache();
+            self.tokens.clear();
+        }
+        dropped
+    }
+}
+
 /// The context, made on first use; one prompt at a time.
 type ContextSlot<'model> = Mutex<Option<Cached<'model>>>;
 
@@ -340,16 +358,11 @@ impl Generator {
         };
         // At least the last prompt token is evaluated: its logits give the first answer token.
         let mut reused = shared.min(tokens.len() - 1);
-        let ctx = &mut cached.ctx;
-        // Models whose memory cannot drop a tail (recurrent ones) start from an empty cache.
-        if !ctx
-            .clear_kv_cache_seq(Some(0), Some(reused as u32), None)
-            .unwrap_or(false)
-        {
-            ctx.clear_kv_cache();
+        // Models whose memory cannot drop a tail start from an empty cache.
+        if !cached.keep(reused) {
             reused = 0;
         }
-        cached.tokens.truncate(reused);
+        let ctx = &mut cached.ctx;
         ctx.reset_timings();
         let vocab = model.vocab();
 
@@ -410,7 +423,7 @@ impl Generator {
         let mut option_choice = None;
         if let Some((options, bias)) = choice {
             if let Some(greedy) = options::named(&text, options) {
-                if let Some(margin) = self.option_margin(model, cached, tokens, options)? {
+                if let Some(margin) = option_margin(model, cached, tokens, options)? {
                     let chosen = options::choose(margin, bias);
                     let greedy_answer = std::mem::replace(&mut text, options[chosen].clone());
                     option_choice = Some(OptionChoice {
@@ -448,60 +461,41 @@ impl Generator {
     }
 }
 
-impl Generator {
-    /// The log-probability of the first option as the answer's opening minus the second's,
-    /// each read by evaluating the option after the prompt (its last token again, for the
-    /// first option token's logits). The cache is left holding the prompt. None where the
-    /// model's memory cannot drop a tail, or an option is no tokens.
-    fn option_margin(
-        &self,
-        model: &LlamaModel,
-        cached: &mut Cached,
-        prompt: &[LlamaToken],
-        options: &[String; 2],
-    ) -> Result<Option<f32>> {
-        let last = prompt.len() - 1;
-        let mut log_prob = [0.0f32; 2];
-        for (side, option) in options.iter().enumerate() {
-            let answer = model.vocab().tokenize(option.as_bytes(), false, false);
-            if answer.is_empty() {
-                return Ok(None);
-            }
-            let ctx = &mut cached.ctx;
-            if !ctx
-                .clear_kv_cache_seq(Some(0), Some(last as u32), None)
-                .unwrap_or(false)
-            {
-                ctx.clear_kv_cache();
-                cached.tokens.clear();
-                return Ok(None);
-            }
-            cached.tokens.truncate(last);
-            let inputs: Vec<LlamaToken> = std::iter::once(prompt[last])
-                .chain(answer[..answer.len() - 1].iter().copied())
-                .collect();
-            let mut batch = LlamaBatch::new(inputs.len(), 1);
-            for (i, &token) in inputs.iter().enumerate() {
-                batch.add(token, (last + i) as i32, &[0], true)?;
-            }
-            ctx.decode(&mut batch)
-                .map_err(|e| anyhow!("scoring an option: {e}"))?;
-            cached.tokens.extend_from_slice(&inputs);
-            for (i, &token) in answer.iter().enumerate() {
-                log_prob[side] += log_softmax_at(ctx.get_logits_ith(i as i32), token);
-            }
+/// The log-probability of the first option as the answer's opening minus the second's, each
+/// read by evaluating the option after the prompt (its last token again, for the first option
+/// token's logits). The cache is left holding the prompt. None where the model's memory cannot
+/// drop a tail, or an option is no tokens.
+fn option_margin(
+    model: &LlamaModel,
+    cached: &mut Cached,
+    prompt: &[LlamaToken],
+    options: &[String; 2],
+) -> Result<Option<f32>> {
+    let last = prompt.len() - 1;
+    let mut log_prob = [0.0f32; 2];
+    for (side, option) in options.iter().enumerate() {
+        let answer = model.vocab().tokenize(option.as_bytes(), false, false);
+        if answer.is_empty() || !cached.keep(last) {
+            return Ok(None);
         }
-        let ctx = &mut cached.ctx;
-        if !ctx
-            .clear_kv_cache_seq(Some(0), Some(prompt.len() as u32), None)
-            .unwrap_or(false)
-        {
-            ctx.clear_kv_cache();
-            cached.tokens.clear();
+        let inputs: Vec<LlamaToken> = std::iter::once(prompt[last])
+            .chain(answer[..answer.len() - 1].iter().copied())
+            .collect();
+        let mut batch = LlamaBatch::new(inputs.len(), 1);
+        for (i, &token) in inputs.iter().enumerate() {
+            batch.add(token, (last + i) as i32, &[0], true)?;
         }
-        cached.tokens.truncate(prompt.len());
-        Ok(Some(log_prob[0] - log_prob[1]))
+        cached
+            .ctx
+            .decode(&mut batch)
+            .map_err(|e| anyhow!("scoring an option: {e}"))?;
+        cached.tokens.extend_from_slice(&inputs);
+        for (i, &token) in answer.iter().enumerate() {
+            log_prob[side] += log_softmax_at(cached.ctx.get_logits_ith(i as i32), token);
+        }
     }
+    cached.keep(prompt.len());
+    Ok(Some(log_prob[0] - log_prob[1]))
 }
 
 /// The log-probability of `token` under `logits`.
