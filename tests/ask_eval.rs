@@ -475,6 +475,59 @@ fn the_option_bias_decides_between_the_options_on_the_real_model() {
     }
 }
 
+/// On every generator present: with `extractive` every answer is a span of the prompt (case
+/// aside) or a yes or a no, while the same questions answered freely leave the prompt at least
+/// once (so the constraint did something); an answer that already was a span is unchanged.
+#[test]
+fn extractive_answers_are_spans_of_the_prompt_on_the_real_model() {
+    let llms = common::all_llms("extractive_answers_are_spans_of_the_prompt_on_the_real_model");
+    let passages = zorbland();
+    let questions = [
+        "What is the capital of Zorbland?",
+        "How old was Ada Lorne when Quimby turned 150?",
+        "What kind of place is Quimby? Describe it in your own words.",
+        "In which century was the mayor of the capital of Zorbland born?",
+        "Was Quimby founded before its mayor was born?",
+    ];
+    let mut prompt_text = rag::generate::prompt::CHAT_INSTRUCTION.to_string();
+    for p in &passages {
+        prompt_text.push_str(&format!("{} {}\n", p.title, p.text));
+    }
+    let is_span = |answer: &str, question: &str| {
+        let answer = answer.trim().to_lowercase();
+        ["yes", "no"].contains(&answer.as_str())
+            || format!("{prompt_text}{question}")
+                .to_lowercase()
+                .contains(&answer)
+    };
+    for llm in llms {
+        let with = |extractive: bool| GeneratorOptions {
+            extractive,
+            ..Default::default()
+        };
+        let mut left_the_prompt = 0;
+        for question in questions {
+            let (free, _) = answer(&llm, &with(false), &passages, question);
+            let (kept, _) = answer(&llm, &with(true), &passages, question);
+            assert!(
+                is_span(&kept, question),
+                "{}: {question} -> {kept:?}",
+                llm.display()
+            );
+            if is_span(&free, question) {
+                assert_eq!(kept, free, "{}: {question}", llm.display());
+            } else {
+                left_the_prompt += 1;
+            }
+        }
+        assert!(
+            left_the_prompt > 0,
+            "{}: every free answer was a span",
+            llm.display()
+        );
+    }
+}
+
 /// Reusing the previous prompt's opening from the KV cache changes no answer, on every
 /// generator present; it does reuse it from the second question on.
 #[test]

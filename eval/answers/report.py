@@ -67,8 +67,8 @@ def generated(name, summary):
 
 def answers_table(folder, title, out):
     out.append(f"\n### {title}\n")
-    out.append("| run | retrieval | context | yes/no bias | option bias | n | both@5 | R@5 | EM | F1 | answer in context | median prompt tokens | median answer ms |")
-    out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    out.append("| run | retrieval | context | yes/no bias | option bias | extractive | n | both@5 | R@5 | EM | F1 | answer in context | median prompt tokens | median answer ms |")
+    out.append("|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, s in runs(folder):
         if not generated(name, s):
             continue
@@ -77,7 +77,7 @@ def answers_table(folder, title, out):
         for c in s["cells"]:
             context = f"{cfg.get('context_tokens')} tokens" if cfg.get("context_tokens") else "whole"
             out.append(
-                f"| {name} | {strategy(cfg)} | {context} | {cfg.get('yes_no_bias') or 0:g} | {option_bias} | {c['questions']} | {pct(c['all_supporting']['5'])} | "
+                f"| {name} | {strategy(cfg)} | {context} | {cfg.get('yes_no_bias') or 0:g} | {option_bias} | {'on' if cfg.get('extractive') else 'off'} | {c['questions']} | {pct(c['all_supporting']['5'])} | "
                 f"{pct(c['recall']['5'])} | {pct(c['exact_match'])} | {pct(c['f1'])} | {pct(c.get('answer_in_context'))} | "
                 f"{c.get('median_prompt_tokens') or 0:.0f} | {c.get('median_answer_ms') or 0:.0f} |"
             )

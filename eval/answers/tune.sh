@@ -8,8 +8,9 @@
 #     measured, nothing generated); weights: the sentence scores' weights at a budget of 200;
 #     links: the second hop's title links (--link-weight) on the default retrieval; topk: the
 #     paragraphs the context is chosen from; yes-no: --yes-no-bias from the fullwiki yes/no
-#     questions; options: --option-bias from the fullwiki "..., A or B?" questions; em: exact
-#     match of every default (yes-no, options and em are not in `all`)
+#     questions; options: --option-bias from the fullwiki "..., A or B?" questions; extractive:
+#     --extractive against every default; em: exact match of every default (yes-no, options,
+#     extractive and em are not in `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
@@ -127,6 +128,13 @@ PY
     --option-bias 0 | grep -E '^\| 6 '
   python3 eval/answers/bias.py options "$OUT/options-0" --swapped "$OUT/options-0-swapped" \
     --out "$OUT/options-0-swapped/bias-both-orders.json"
+fi
+if [ "$stage" = extractive ]; then
+  # Answers kept a span of the prompt (--extractive true) with every other default, answer by
+  # answer against em-default (stage em).
+  echo "== em-extractive"
+  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-extractive --extractive true | grep -E '^\| 6 '
+  python3 eval/answers/compare.py "$OUT/em-default" "$OUT/em-extractive" --out "$OUT/em-extractive/compare.json"
 fi
 if [ "$stage" = em ]; then
   # Exact match with the generator on the 240 tuning questions, every default: the baseline

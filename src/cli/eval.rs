@@ -194,6 +194,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         option_bias: spec
             .as_ref()
             .and_then(|_| args.generator.generation.option_bias.0),
+        extractive: spec.is_some() && args.generator.generation.extractive,
         index: retriever.as_ref().map(|r| r.index.dir.clone()),
     };
     let name = args

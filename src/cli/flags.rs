@@ -234,6 +234,10 @@ pub struct GenerationArgs {
     /// the fullwiki questions: eval/answers/README.md).
     #[arg(long, default_value_t = OptionBias(None), allow_negative_numbers = true)]
     pub option_bias: OptionBias,
+    /// `true`: every answer token is the most likely one that keeps the answer a span of the
+    /// prompt's text (case aside) or a yes or a no; `false`: plain greedy decoding.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub extractive: bool,
 }
 
 /// `--option-bias`: a finite number, or `off`.
@@ -278,6 +282,7 @@ impl GenerationArgs {
                 reuse_prefix: !self.no_prefix_cache,
                 yes_no_bias: self.yes_no_bias,
                 option_bias: self.option_bias.0,
+                extractive: self.extractive,
             },
         )
     }

@@ -1,7 +1,8 @@
 //! Answer generation with a local GGUF model through llama.cpp (crate `llama-cpp-2`): the model's
 //! chat template, greedy decoding (a yes or a no first token decided with a bias: [`yes_no`];
 //! an answer naming one of the two options a question offers, by the options' biased
-//! log-probabilities: [`options`]), stop at end of turn or at the first line break.
+//! log-probabilities: [`options`]; each token one that keeps the answer a span of the prompt:
+//! [`extractive`]), stop at end of turn or at the first line break.
 //!
 //! The model is loaded once per process, with one context kept beside it. Consecutive prompts
 //! share their opening (the chat template's head and the instruction): the context keeps the
@@ -9,6 +10,7 @@
 //! longest opening it shares with them, the way llama.cpp's server reuses its cached prompt.
 //! llama.cpp's own timings are reset per answer, so they cover exactly one.
 
+pub mod extractive;
 pub mod gguf;
 pub mod options;
 pub mod prompt;
@@ -31,6 +33,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use serde::Serialize;
 
+use extractive::Spans;
 pub use prompt::{Prompt, PromptSpec, PromptStyle};
 use yes_no::YesNoTokens;
 
@@ -62,6 +65,9 @@ pub struct GeneratorOptions {
     /// (the default: on the fullwiki questions no bias beat greedy answers by more than one
     /// question of 67) keeps the greedy answer. See [`options`].
     pub option_bias: Option<f32>,
+    /// Keep every answer a span of the prompt's text or a yes or a no (the default: on the
+    /// fullwiki questions it made one answer right and none wrong); see [`extractive`].
+    pub extractive: bool,
 }
 
 impl Default for GeneratorOptions {
@@ -74,6 +80,7 @@ impl Default for GeneratorOptions {
             reuse_prefix: true,
             yes_no_bias: DEFAULT_YES_NO_BIAS,
             option_bias: None,
+            extractive: true,
         }
     }
 }
@@ -296,6 +303,10 @@ impl Generator {
         on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
         let tokens = self.tokenize(prompt)?;
+        let spans = self
+            .options
+            .extractive
+            .then(|| Spans::of(prompt.messages.iter().map(|m| m.content.as_str())));
         if tokens.is_empty() {
             bail!("the prompt is empty");
         }
@@ -314,7 +325,7 @@ impl Generator {
                 *slot = Some(self.new_context(model)?);
             }
             let cached = slot.as_mut().expect("made above");
-            let result = self.decode(model, cached, &tokens, options, on_token);
+            let result = self.decode(model, cached, &tokens, options, spans.as_ref(), on_token);
             if result.is_err() {
                 // What the cache holds after a failed decode is unknown: start clean next time.
                 cached.tokens.clear();
@@ -348,6 +359,7 @@ impl Generator {
         cached: &mut Cached,
         tokens: &[LlamaToken],
         options: Option<&[String; 2]>,
+        spans: Option<&Spans>,
         mut on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
         let choice = options.zip(self.options.option_bias);
@@ -381,11 +393,22 @@ impl Generator {
         let started = Instant::now();
         let mut sampler = LlamaSampler::greedy();
         let mut answer = AnswerText::default();
+        // The answer's pieces as generated, for the extractive check.
+        let mut pieces = Vec::new();
         let mut generated = 0;
         let mut yes_no_margin = None;
         let stop = loop {
             let at = batch.n_tokens() - 1;
             let mut token = sampler.sample(ctx, at);
+            if let Some(spans) = spans {
+                token = spans.pick(
+                    token,
+                    ctx.get_logits_ith(at),
+                    &pieces,
+                    |t| vocab.token_to_piece(t, false, None),
+                    |t| vocab.is_eog(t),
+                );
+            }
             if generated == 0 {
                 let logits = ctx.get_logits_ith(at);
                 let choice = self.yes_no.choose(token, logits, self.options.yes_no_bias);
@@ -399,6 +422,7 @@ impl Generator {
             generated += 1;
             let mut wanted = true;
             let piece = vocab.token_to_piece(token, false, None);
+            pieces.extend_from_slice(&piece);
             let streamed = &mut |text: &str| {
                 if choice.is_none() {
                     wanted &= on_token(text);

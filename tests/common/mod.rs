@@ -217,6 +217,7 @@ pub fn retrieval_config(
         max_tokens: None,
         yes_no_bias: None,
         option_bias: None,
+        extractive: false,
         index: Some(index.to_path_buf()),
     }
 }

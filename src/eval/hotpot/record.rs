@@ -69,6 +69,9 @@ pub struct RunConfig {
     /// `--option-bias`, unless off (plain greedy, and every run made before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub option_bias: Option<f32>,
+    /// `--extractive`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub extractive: bool,
     pub index: Option<PathBuf>,
 }
 

@@ -352,6 +352,7 @@ mod tests {
             max_tokens: Some(32),
             yes_no_bias: None,
             option_bias: None,
+            extractive: false,
             index: None,
         };
         let summary = summarize(&config, &predictions, 1.0);
