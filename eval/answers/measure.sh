@@ -31,12 +31,12 @@ fi
 if [ "$what" = em ] || [ "$what" = all ]; then
   # Exact match on the first 300 questions with the default 1.5B generator and every default:
   # greedy answers before title links and with them (made before document labels became
-  # subjects), then with links, the yes/no bias and labels, then every default of today (the
-  # answers kept to spans of the prompt, --extractive).
-  eval_run answers-default-n300 --limit 300 --link-weight 0 --yes-no-bias 0 --extractive false
-  eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15 --yes-no-bias 0 --extractive false
-  eval_run answers-yes-no-n300 --limit 300 --extractive false
-  eval_run answers-extractive-n300 --limit 300
+  # subjects), then every default of today (links, the yes/no bias, labels), then those with
+  # the answers kept to spans of the prompt (--extractive true, not a default).
+  eval_run answers-default-n300 --limit 300 --link-weight 0 --yes-no-bias 0
+  eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15 --yes-no-bias 0
+  eval_run answers-yes-no-n300 --limit 300
+  eval_run answers-extractive-n300 --limit 300 --extractive true
   python3 eval/answers/compare.py "$OUT/answers-yes-no-n300" "$OUT/answers-extractive-n300" \
     --out "$OUT/answers-extractive-n300/compare.json"
 fi

@@ -3,7 +3,9 @@
 files): the only ones whose retrieval can be measured. Settings are chosen on these; the
 distractor questions never choose anything.
 
-usage: tuning_questions.py DATA_DIR OUT.json
+usage: tuning_questions.py DATA_DIR OUT.json [--rest]
+  --rest: the other fullwiki questions instead (a supporting paragraph missing from the corpus):
+          answers the context may lack, to see what a setting does where the model must know.
 """
 import json
 import sys
@@ -16,6 +18,8 @@ for name in files:
     for record in json.loads((data / name).read_text()):
         titles.update(title for title, _ in record.get("context") or [])
 fullwiki = json.loads((data / files[1]).read_text())
-kept = [r for r in fullwiki if {t for t, _ in r["supporting_facts"]} <= titles]
+rest = sys.argv[3:] == ["--rest"]
+kept = [r for r in fullwiki if ({t for t, _ in r["supporting_facts"]} <= titles) != rest]
 out.write_text(json.dumps(kept))
-print(f"{len(kept)} of {len(fullwiki)} fullwiki questions have both supporting paragraphs in the corpus -> {out}")
+which = "lack a supporting paragraph in" if rest else "have both supporting paragraphs in"
+print(f"{len(kept)} of {len(fullwiki)} fullwiki questions {which} the corpus -> {out}")
