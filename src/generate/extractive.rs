@@ -5,8 +5,9 @@
 //! wherever it goes. So each answer token is the greedy one where it keeps the answer a span,
 //! else the most likely token that does. An answer the model writes as a span anyway is
 //! unchanged. Off by default (`--extractive`): where the prompt lacks the answer, a model that
-//! knows it ("Dutch" from a paragraph saying "the Netherlands") is forced onto a wrong span, and
-//! that costs as many answers as the constraint mends (eval/answers/README.md).
+//! knows it (a Dutch player's nationality, from a paragraph naming only his club) is forced
+//! onto a wrong span ("D"). On the fullwiki questions that cost about as many answers as the
+//! constraint mended, and more on the distractor ones (eval/answers/README.md).
 
 use llama_cpp_2::token::LlamaToken;
 use memchr::memmem;
