@@ -31,12 +31,17 @@ fi
 if [ "$what" = em ] || [ "$what" = all ]; then
   # Exact match on the first 300 questions with the default 1.5B generator and every default:
   # greedy answers before title links and with them (made before document labels became
-  # subjects), then every default of today (links, the yes/no bias, labels), then those with
-  # the answers kept to spans of the prompt (--extractive true, not a default).
+  # subjects), then the defaults before sentence links (title links, the yes/no bias, labels),
+  # then those with the answers kept to spans of the prompt (--extractive true, not a default),
+  # then every default of today (sentence links). The runs before sentence links were made with
+  # six-letter word stems, which no flag brings back.
   eval_run answers-default-n300 --limit 300 --link-weight 0 --yes-no-bias 0
   eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15 --yes-no-bias 0
-  eval_run answers-yes-no-n300 --limit 300
-  eval_run answers-extractive-n300 --limit 300 --extractive true
+  eval_run answers-yes-no-n300 --limit 300 --sentence-weights 1,1,0.3,0.15,0
+  eval_run answers-extractive-n300 --limit 300 --extractive true --sentence-weights 1,1,0.3,0.15,0
+  eval_run answers-sentence-links-n300 --limit 300
+  python3 eval/answers/compare.py "$OUT/answers-yes-no-n300" "$OUT/answers-sentence-links-n300" \
+    --out "$OUT/answers-sentence-links-n300/compare.json"
   python3 eval/answers/compare.py "$OUT/answers-yes-no-n300" "$OUT/answers-extractive-n300" \
     --out "$OUT/answers-extractive-n300/compare.json"
 fi

@@ -10,8 +10,9 @@
 #     paragraphs the context is chosen from; yes-no: --yes-no-bias from the fullwiki yes/no
 #     questions; options: --option-bias from the fullwiki "..., A or B?" questions; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
-#     questions; em: exact match of every default (yes-no, options, extractive and em are not in
-#     `all`)
+#     questions; sentence-links: the sentence selection's title links (the last of
+#     --sentence-weights), then the best with the generator; em: exact match of every default
+#     (yes-no, options, extractive, sentence-links and em are not in `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
@@ -61,12 +62,12 @@ context() { # NAME FLAGS...
 if [ "$stage" = context ] || [ "$stage" = all ]; then
   # 0 is whole paragraphs. These ran with the sentence weights of their time, 1,0.5,0.3,0.15.
   for budget in 0 100 150 200 250; do
-    context "context-$budget" --context-tokens $budget --sentence-weights 1,0.5,0.3,0.15
+    context "context-$budget" --context-tokens $budget --sentence-weights 1,0.5,0.3,0.15,0
   done
 fi
 if [ "$stage" = weights ] || [ "$stage" = all ]; then
   for w in 1,0.25,0.3,0.15 1,0.5,0.6,0.15 1,0.5,0.3,0.4 1,1.0,0.3,0.15 1,1.5,0.3,0.3 1,2.0,0.3,0.15; do
-    context "context-200-w$w" --context-tokens 200 --sentence-weights $w
+    context "context-200-w$w" --context-tokens 200 --sentence-weights $w,0
   done
 fi
 if [ "$stage" = topk ] || [ "$stage" = all ]; then
@@ -74,6 +75,21 @@ if [ "$stage" = topk ] || [ "$stage" = all ]; then
   for k in 3 4 5 6 8; do
     context "topk-$k" --top-k $k
   done
+fi
+if [ "$stage" = sentence-links ]; then
+  # Sentence links: a kept sentence naming another retrieved paragraph's title raises that
+  # paragraph's sentences by the last weight; 0 is the selection without links. The word
+  # stems are Porter's since this stage (before: the first six letters), in every run here.
+  for lw in 0 0.15 0.3 0.5 1.0; do
+    context "sentence-links-$lw" --sentence-weights 1,1,0.3,0.15,$lw
+  done
+  # The best (0.3) with the generator, answer by answer against em-default (stage em, made
+  # with six-letter stems and no sentence links).
+  echo "== em-sentence-links-0.3"
+  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-sentence-links-0.3 \
+    --sentence-weights 1,1,0.3,0.15,0.3 | grep -E '^\| 6 '
+  python3 eval/answers/compare.py "$OUT/em-default" "$OUT/em-sentence-links-0.3" \
+    --out "$OUT/em-sentence-links-0.3/compare.json"
 fi
 if [ "$stage" = yes-no ]; then
   # Every fullwiki question answered yes or no (51; 16 of them among the tuning questions),

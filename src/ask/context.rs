@@ -6,14 +6,20 @@
 //! cosine at the retrieval depth, the share of the question's words it or its title holds, its
 //! paragraph's rank, and whether it opens the paragraph, which in Wikipedia says who or what the
 //! paragraph is about); the best are kept while they fit, each paragraph with its title, the
-//! paragraphs in rank order and the sentences in document order within each.
+//! paragraphs in rank order and the sentences in document order within each. A kept sentence
+//! that names another retrieved paragraph's title raises that paragraph's sentences: the second
+//! hop of a bridge question ("the inventor that developed the Hornsby engine" -> "Herbert
+//! Akroyd Stuart") is the paragraph the first hop's evidence names.
 
 use std::ops::Range;
 
+use anyhow::Result;
+
 use crate::corpus::Paragraph;
+use crate::retrieve::links::Links;
 
 /// How a sentence's score is made (chosen on the fullwiki questions, eval/answers/); as a flag,
-/// `dense,lexical,rank,first`.
+/// `dense,lexical,rank,first,link`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SentenceWeights {
     pub dense: f32,
@@ -21,6 +27,10 @@ pub struct SentenceWeights {
     /// Times 1 / rank of the sentence's paragraph.
     pub rank: f32,
     pub first: f32,
+    /// Added to every sentence of a paragraph once a kept sentence names its title. Runs
+    /// recorded before it existed had none.
+    #[serde(default)]
+    pub link: f32,
 }
 
 impl Default for SentenceWeights {
@@ -30,6 +40,7 @@ impl Default for SentenceWeights {
             lexical: 1.0,
             rank: 0.3,
             first: 0.15,
+            link: 0.3,
         }
     }
 }
@@ -44,14 +55,17 @@ impl std::str::FromStr for SentenceWeights {
             .collect::<Result<_, _>>()
             .map_err(|e| format!("{s:?}: {e}"))?;
         match parts[..] {
-            [dense, lexical, rank, first] if parts.iter().all(|w| w.is_finite()) => Ok(Self {
-                dense,
-                lexical,
-                rank,
-                first,
-            }),
+            [dense, lexical, rank, first, link] if parts.iter().all(|w| w.is_finite()) => {
+                Ok(Self {
+                    dense,
+                    lexical,
+                    rank,
+                    first,
+                    link,
+                })
+            }
             _ => Err(format!(
-                "{s:?} is not four numbers: dense,lexical,rank,first"
+                "{s:?} is not five numbers: dense,lexical,rank,first,link"
             )),
         }
     }
@@ -61,18 +75,20 @@ impl std::fmt::Display for SentenceWeights {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{},{},{},{}",
-            self.dense, self.lexical, self.rank, self.first
+            "{},{},{},{},{}",
+            self.dense, self.lexical, self.rank, self.first, self.link
         )
     }
 }
 
-/// A paragraph cut into sentences, with each sentence's score.
+/// A paragraph cut into sentences, with each sentence's score and the other paragraphs (by
+/// position in the list) whose titles it names.
 #[derive(Debug, Clone)]
 pub struct ScoredParagraph<'p> {
     pub paragraph: &'p Paragraph,
     pub sentences: Vec<Range<usize>>,
     pub scores: Vec<f32>,
+    pub names: Vec<Vec<usize>>,
 }
 
 /// Which sentences of each paragraph went into the context, and the context itself.
@@ -107,9 +123,11 @@ pub fn content_words(text: &str) -> Vec<String> {
     words
 }
 
-/// A crude stem: the first six characters, enough to match "directed" with "director".
+/// Porter's English stem cut to six characters: the stem matches "air" with "aired", the cut
+/// "directed" with "director", which Porter leaves apart.
 fn stem(word: &str) -> String {
-    word.chars().take(6).collect()
+    let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+    stemmer.stem(word).chars().take(6).collect()
 }
 
 /// The share of `question` words found in `text`.
@@ -136,27 +154,48 @@ pub fn sentence_score(
         + if first { weights.first } else { 0.0 }
 }
 
+/// Per paragraph, per sentence: the other paragraphs (by position) whose titles the sentence
+/// names, as the second hop's title links find them.
+pub fn names(
+    paragraphs: &[Paragraph],
+    sentences: &[Vec<Range<usize>>],
+) -> Result<Vec<Vec<Vec<usize>>>> {
+    let titles = (0u64..).zip(paragraphs.iter().map(|p| p.title.clone()));
+    let links = Links::new(titles)?;
+    Ok(paragraphs
+        .iter()
+        .zip(sentences)
+        .enumerate()
+        .map(|(seed, (p, ranges))| {
+            ranges
+                .iter()
+                .map(|r| {
+                    let named = links.mentioned(&p.text[r.clone()], seed as u64);
+                    named.into_iter().map(|n| n as usize).collect()
+                })
+                .collect()
+        })
+        .collect())
+}
+
 /// The best sentences that fit in `budget` tokens. `count` gives a sentence's tokens; `measure`
 /// the tokens of a rendered context (so a paragraph's header costs `measure` of the paragraph
-/// without text). Sentences are taken best first while they fit; since pieces counted apart can
-/// tokenize differently together, the rendered context is measured at the end and the weakest
-/// kept sentences are dropped until it fits: the budget is never exceeded.
+/// without text). Sentences are taken best first while they fit, each kept sentence adding
+/// `link` to the sentences of the paragraphs it names (once per paragraph). Since pieces counted
+/// apart can tokenize differently together, the rendered context is measured at the end and the
+/// last kept sentences are dropped until it fits: the budget is never exceeded.
 pub fn select(
     scored: &[ScoredParagraph],
     budget: usize,
+    link: f32,
     count: impl Fn(&str) -> usize,
     measure: impl Fn(&[Paragraph]) -> usize,
 ) -> Selection {
-    let mut order: Vec<(usize, usize)> = scored
+    let mut open: Vec<(usize, usize)> = scored
         .iter()
         .enumerate()
         .flat_map(|(p, s)| (0..s.sentences.len()).map(move |i| (p, i)))
         .collect();
-    // Stable: equal scores keep rank and document order.
-    order.sort_by(|a, b| {
-        let score = |&(p, i): &(usize, usize)| scored[p].scores[i];
-        score(b).total_cmp(&score(a))
-    });
     let mut kept: Vec<Vec<bool>> = scored
         .iter()
         .map(|s| vec![false; s.sentences.len()])
@@ -171,8 +210,20 @@ pub fn select(
             }])
         })
         .collect();
+    let mut bonus = vec![0.0f32; scored.len()];
+    let mut taken = Vec::new();
     let mut used = 0;
-    for &(p, i) in &order {
+    while !open.is_empty() {
+        // The best open sentence; on equal scores the first in rank and document order.
+        let score = |&(p, i): &(usize, usize)| scored[p].scores[i] + bonus[p];
+        let best = (1..open.len()).fold(0, |best, j| {
+            if score(&open[j]) > score(&open[best]) {
+                j
+            } else {
+                best
+            }
+        });
+        let (p, i) = open.remove(best);
         let s = &scored[p];
         let opened = kept[p].iter().any(|&k| k);
         let header = if opened { 0 } else { headers[p] };
@@ -180,6 +231,10 @@ pub fn select(
         if used + cost <= budget {
             used += cost;
             kept[p][i] = true;
+            taken.push((p, i));
+            for &named in &s.names[i] {
+                bonus[named] = link;
+            }
         }
     }
     loop {
@@ -189,9 +244,8 @@ pub fn select(
         } else {
             measure(&passages)
         };
-        let weakest = order.iter().rev().find(|&&(p, i)| kept[p][i]);
-        match weakest {
-            Some(&(p, i)) if tokens > budget => kept[p][i] = false,
+        match taken.pop() {
+            Some((p, i)) if tokens > budget => kept[p][i] = false,
             _ => {
                 return Selection {
                     kept,
@@ -263,6 +317,7 @@ mod tests {
                 paragraph: p,
                 sentences: sentences::split(&p.text),
                 scores: s.to_vec(),
+                names: vec![Vec::new(); s.len()],
             })
             .collect()
     }
@@ -272,7 +327,7 @@ mod tests {
         let paragraphs = paragraphs();
         let scored = scored(&paragraphs, &[&[0.9, 0.1, 0.8], &[0.95, 0.2]]);
         // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each.
-        let selection = select(&scored, 30, words, measure);
+        let selection = select(&scored, 30, 0.0, words, measure);
         assert_eq!(
             selection.kept,
             vec![vec![true, false, true], vec![true, false]]
@@ -288,19 +343,61 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_sentence_raises_the_paragraphs_it_names() {
+        let paragraphs = paragraphs();
+        let mut scored = scored(&paragraphs, &[&[0.9, 0.5, 0.6], &[0.55, 0.2]]);
+        // "Ed Wood was an American filmmaker." named Scott Derrickson.
+        scored[0].names[0] = vec![1];
+        // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each. Without the
+        // link, Ed Wood's three sentences fit (21); with it, Scott Derrickson's first sentence
+        // (0.55 + 0.1) comes before Ed Wood's third and fills the budget (22).
+        let without = select(&scored, 22, 0.0, words, measure);
+        assert_eq!(
+            without.kept,
+            vec![vec![true, true, true], vec![false, false]]
+        );
+        let with = select(&scored, 22, 0.1, words, measure);
+        assert_eq!(with.kept, vec![vec![true, false, false], vec![true, false]]);
+        assert_eq!(with.passages[1].title, "Scott Derrickson");
+        assert!(with.tokens <= 22);
+        // The link counts only from a kept sentence.
+        scored[0].names[0].clear();
+        scored[1].names[1] = vec![0];
+        assert_eq!(select(&scored, 22, 0.1, words, measure).kept, without.kept);
+    }
+
+    #[test]
+    fn sentences_name_the_other_paragraphs_titles() {
+        let mut paragraphs = paragraphs();
+        paragraphs[0]
+            .text
+            .push_str(" Scott Derrickson admired him.");
+        paragraphs[1].title = "Scott Derrickson (director)".into();
+        paragraphs[1].text.push_str(" Unlike Ed Wood, he is alive.");
+        let sentences: Vec<_> = paragraphs
+            .iter()
+            .map(|p| sentences::split(&p.text))
+            .collect();
+        let names = names(&paragraphs, &sentences).unwrap();
+        // A paragraph does not name itself, and a disambiguated title is named without it.
+        assert_eq!(names[0], vec![vec![], vec![], vec![], vec![1]]);
+        assert_eq!(names[1], vec![vec![], vec![], vec![0]]);
+    }
+
+    #[test]
     fn the_budget_is_never_exceeded() {
         let paragraphs = paragraphs();
         let scored = scored(&paragraphs, &[&[0.5, 0.4, 0.3], &[0.2, 0.1]]);
         for budget in 0..60 {
-            let selection = select(&scored, budget, words, measure);
+            let selection = select(&scored, budget, 0.0, words, measure);
             assert!(selection.tokens <= budget, "{budget}: {selection:?}");
         }
         // A counter that underestimates every piece still ends within the budget.
         for budget in 0..60 {
-            let selection = select(&scored, budget, |_| 0, measure);
+            let selection = select(&scored, budget, 0.0, |_| 0, measure);
             assert!(selection.tokens <= budget, "{budget}: {selection:?}");
         }
-        let all = select(&scored, 1000, words, measure);
+        let all = select(&scored, 1000, 0.0, words, measure);
         assert!(all.kept.iter().flatten().all(|&k| k));
         assert_eq!(all.passages, paragraphs);
     }
@@ -312,19 +409,23 @@ mod tests {
             lexical: 0.5,
             rank: 0.2,
             first: 0.1,
+            link: 0.0,
         };
         assert!((sentence_score(&w, 0.6, 0.5, 2, true) - (0.6 + 0.25 + 0.1 + 0.1)).abs() < 1e-6);
         assert!((sentence_score(&w, 0.6, 0.0, 1, false) - 0.8).abs() < 1e-6);
     }
 
     #[test]
-    fn weights_parse_from_four_numbers() {
-        let w: SentenceWeights = "1,0.5,0.25,0".parse().unwrap();
-        assert_eq!((w.dense, w.lexical, w.rank, w.first), (1.0, 0.5, 0.25, 0.0));
+    fn weights_parse_from_five_numbers() {
+        let w: SentenceWeights = "1,0.5,0.25,0,0.3".parse().unwrap();
+        assert_eq!(
+            (w.dense, w.lexical, w.rank, w.first, w.link),
+            (1.0, 0.5, 0.25, 0.0, 0.3)
+        );
         assert_eq!(w.to_string().parse::<SentenceWeights>().unwrap(), w);
-        assert!("1,2,3".parse::<SentenceWeights>().is_err());
-        assert!("1,2,3,x".parse::<SentenceWeights>().is_err());
-        assert!("1,2,3,inf".parse::<SentenceWeights>().is_err());
+        assert!("1,2,3,4".parse::<SentenceWeights>().is_err());
+        assert!("1,2,3,4,x".parse::<SentenceWeights>().is_err());
+        assert!("1,2,3,4,inf".parse::<SentenceWeights>().is_err());
     }
 
     #[test]
@@ -335,5 +436,11 @@ mod tests {
             (lexical_overlap(&question, "He is a director of Sinister.") - 2.0 / 3.0).abs() < 1e-6
         );
         assert_eq!(lexical_overlap(&[], "anything"), 0.0);
+        // Porter's stem before the cut: "air" and "aired" meet, six letters alone would not.
+        let question = content_words("What was the episode's air date?");
+        assert_eq!(
+            lexical_overlap(&question, "It first aired on May 21."),
+            1.0 / 3.0
+        );
     }
 }

@@ -305,6 +305,7 @@ impl<'a> Pipeline<'a> {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = encoder.encode(&refs, &[layers])?.remove(0);
         let words = context::content_words(question);
+        let mut names = context::names(&paragraphs, &sentences)?.into_iter();
         let mut row = 1;
         let scored: Vec<ScoredParagraph> = paragraphs
             .iter()
@@ -333,12 +334,14 @@ impl<'a> Pipeline<'a> {
                     paragraph: p,
                     sentences: ranges.clone(),
                     scores,
+                    names: names.next().unwrap_or_default(),
                 }
             })
             .collect();
         let selection = context::select(
             &scored,
             settings.context_tokens,
+            settings.weights.link,
             |s| self.generator.count_tokens(s),
             |passages| self.generator.count_tokens(&self.spec.context(passages)),
         );

@@ -183,9 +183,9 @@ pub struct ContextArgs {
     #[arg(long, default_value_t = rag::ask::DEFAULT_CONTEXT_TOKENS)]
     pub context_tokens: usize,
     /// How sentences are scored for the context: weights of the encoder's cosine to the
-    /// question, the share of the question's words held, 1/rank of the paragraph, and opening
-    /// the paragraph.
-    #[arg(long, value_name = "DENSE,LEXICAL,RANK,FIRST", default_value_t = SentenceWeights::default())]
+    /// question, the share of the question's words held, 1/rank of the paragraph, opening the
+    /// paragraph, and being in a paragraph whose title a kept sentence names.
+    #[arg(long, value_name = "DENSE,LEXICAL,RANK,FIRST,LINK", default_value_t = SentenceWeights::default())]
     pub sentence_weights: SentenceWeights,
 }
 
