@@ -630,3 +630,83 @@ fn rag_ask_answers_with_the_sentences_it_read() {
         .iter()
         .all(|s| s["in_prompt"] == true));
 }
+
+/// Sentence links end to end, on a real generator's tokens: with the other sentence weights 0,
+/// sentences are kept in rank and document order, so a small budget holds only the first
+/// paragraph; with the link weight, the paragraph its first sentence names comes next. Each
+/// paragraph's first sentence names the next one's title, in a ring, so whichever the retriever
+/// ranks first, the named one is known.
+#[test]
+fn a_kept_sentence_brings_in_the_paragraph_it_names() {
+    let Some(llm) = common::any_llm("a_kept_sentence_brings_in_the_paragraph_it_names") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let titles = [
+        "Marlow Abbey",
+        "Quenby Mill",
+        "Harwick Bridge",
+        "Tolland Fort",
+        "Aldous Tower",
+    ];
+    let context: Vec<Value> = titles
+        .iter()
+        .enumerate()
+        .map(|(i, title)| {
+            let next = titles[(i + 1) % titles.len()];
+            serde_json::json!([
+                title,
+                [
+                    format!("{title} was raised by the builders of {next}. "),
+                    "It stands on a hill above the old river valley. ",
+                    "Its bells were cast in the winter of the long frost."
+                ]
+            ])
+        })
+        .collect();
+    let corpus = tmp.path().join("corpus.json");
+    let record = serde_json::json!([{"_id": "0", "question": "q", "answer": "a",
+                                     "supporting_facts": [], "context": context}]);
+    std::fs::write(&corpus, record.to_string()).unwrap();
+    let model = tmp.path().join("model");
+    TinyBert::default().write(&model).unwrap();
+    let index_dir = tmp.path().join("index");
+    rag::index::build(&common::tiny_build_options(&model, corpus, &index_dir)).unwrap();
+    let read = |weights: &str| {
+        let answer = common::rag_json([
+            "ask",
+            "Who raised the abbey?",
+            "--json",
+            "--max-tokens",
+            "1",
+            "--index",
+            index_dir.to_str().unwrap(),
+            "--llm",
+            llm.to_str().unwrap(),
+            "--context-tokens",
+            "50",
+            "--sentence-weights",
+            weights,
+        ]);
+        let sources = answer["sources"].as_array().unwrap().clone();
+        let first = sources[0]["title"].as_str().unwrap().to_owned();
+        let read: Vec<String> = sources
+            .iter()
+            .filter(|s| s["in_prompt"] == true)
+            .map(|s| s["title"].as_str().unwrap().to_owned())
+            .collect();
+        (first, read)
+    };
+    let (first, without) = read("0,0,0,0,0");
+    assert_eq!(
+        without,
+        vec![first.clone()],
+        "the budget holds one paragraph"
+    );
+    let named = titles[(titles.iter().position(|t| *t == first).unwrap() + 1) % titles.len()];
+    let (_, with) = read("0,0,0,0,1");
+    assert!(
+        with.contains(&first) && with.contains(&named.to_owned()),
+        "{with:?}, named {named}"
+    );
+}
