@@ -35,10 +35,11 @@ if [ "$what" = em ] || [ "$what" = all ]; then
   # then those with the answers kept to spans of the prompt (--extractive true, not a default),
   # then every default of today (sentence links). The runs before sentence links were made with
   # six-letter word stems, which no flag brings back.
-  eval_run answers-default-n300 --limit 300 --link-weight 0 --yes-no-bias 0
-  eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15 --yes-no-bias 0
-  eval_run answers-yes-no-n300 --limit 300 --sentence-weights 1,1,0.3,0.15,0
-  eval_run answers-extractive-n300 --limit 300 --extractive true --sentence-weights 1,1,0.3,0.15,0
+  before_links=(--sentence-weights 1,1,0.3,0.15,0)
+  eval_run answers-default-n300 --limit 300 --link-weight 0 --yes-no-bias 0 "${before_links[@]}"
+  eval_run answers-default-l0.15-n300 --limit 300 --link-weight 0.15 --yes-no-bias 0 "${before_links[@]}"
+  eval_run answers-yes-no-n300 --limit 300 "${before_links[@]}"
+  eval_run answers-extractive-n300 --limit 300 --extractive true "${before_links[@]}"
   eval_run answers-sentence-links-n300 --limit 300
   python3 eval/answers/compare.py "$OUT/answers-yes-no-n300" "$OUT/answers-sentence-links-n300" \
     --out "$OUT/answers-sentence-links-n300/compare.json"

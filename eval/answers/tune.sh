@@ -27,6 +27,13 @@ run() { # NAME FLAGS...
   "$RAG" eval --no-generate --questions "$QUESTIONS" --runs-dir "$OUT" --name "$name" "$@" | grep -E '^\| 6 '
 }
 stage=${1:-all}
+# The sentence weights before sentence links (stage sentence-links), for the runs made before
+# it, so that they resume as recorded.
+before_links=(--sentence-weights 1,1,0.3,0.15,0)
+# Context-only runs made before --yes-no-bias existed recorded none (0); it changes no prompt.
+before_bias=(--yes-no-bias 0)
+# Stages context and weights ran before title links (stage links).
+before_title_links=(--link-weight 0)
 if [ "$stage" = 1 ] || [ "$stage" = all ]; then
   # The second hop as first written: beam 3, hop weight 0.8 (stage 2 then lowered both).
   first=(--hop-beam 3 --hop-weight 0.8)
@@ -60,20 +67,25 @@ context() { # NAME FLAGS...
   "$RAG" eval --context-only --questions "$QUESTIONS" --runs-dir "$OUT" --name "$name" "$@" | grep -E '^\| 6 '
 }
 if [ "$stage" = context ] || [ "$stage" = all ]; then
-  # 0 is whole paragraphs. These ran with the sentence weights of their time, 1,0.5,0.3,0.15.
+  # 0 is whole paragraphs. These ran with the sentence weights of their time, 1,0.5,0.3,0.15,
+  # and, like stages weights and topk, with six-letter word stems (Porter's since stage
+  # sentence-links, which no flag brings back): re-run now, they give Porter's numbers (topk:
+  # 75.9 / 76.8 / 77.2 / 77.7 / 78.1% from 3 / 4 / 5 / 6 / 8 paragraphs, the same choice).
   for budget in 0 100 150 200 250; do
-    context "context-$budget" --context-tokens $budget --sentence-weights 1,0.5,0.3,0.15,0
+    context "context-$budget" --context-tokens $budget --sentence-weights 1,0.5,0.3,0.15,0 "${before_bias[@]}" \
+      "${before_title_links[@]}"
   done
 fi
 if [ "$stage" = weights ] || [ "$stage" = all ]; then
   for w in 1,0.25,0.3,0.15 1,0.5,0.6,0.15 1,0.5,0.3,0.4 1,1.0,0.3,0.15 1,1.5,0.3,0.3 1,2.0,0.3,0.15; do
-    context "context-200-w$w" --context-tokens 200 --sentence-weights $w,0
+    context "context-200-w$w" --context-tokens 200 --sentence-weights $w,0 "${before_bias[@]}" \
+      "${before_title_links[@]}"
   done
 fi
 if [ "$stage" = topk ] || [ "$stage" = all ]; then
   # Paragraphs the 200-token context is chosen from, with every other default (title links on).
   for k in 3 4 5 6 8; do
-    context "topk-$k" --top-k $k
+    context "topk-$k" --top-k $k "${before_links[@]}" "${before_bias[@]}"
   done
 fi
 if [ "$stage" = sentence-links ]; then
@@ -104,7 +116,7 @@ json.dump(kept, open(sys.argv[2], "w"))
 print(f"{len(kept)} of {len(records)} fullwiki questions are answered yes or no -> {sys.argv[2]}")
 PY
   echo "== yes-no-greedy"
-  "$RAG" eval --questions "$YES_NO" --runs-dir "$OUT" --name yes-no-greedy --yes-no-bias 0 | grep -E '^\| 6 '
+  "$RAG" eval --questions "$YES_NO" --runs-dir "$OUT" --name yes-no-greedy --yes-no-bias 0 "${before_links[@]}" | grep -E '^\| 6 '
   python3 eval/answers/bias.py yes-no "$OUT/yes-no-greedy" --out "$OUT/yes-no-greedy/bias.json"
 fi
 if [ "$stage" = options ]; then
@@ -138,11 +150,11 @@ json.dump(swapped, open(sys.argv[3], "w"))
 print(f"{len(swapped)} with their options swapped -> {sys.argv[3]}")
 PY
   echo "== options-0"
-  "$RAG" eval --questions "$OPTIONS" --runs-dir "$OUT" --name options-0 --option-bias 0 | grep -E '^\| 6 '
+  "$RAG" eval --questions "$OPTIONS" --runs-dir "$OUT" --name options-0 --option-bias 0 "${before_links[@]}" | grep -E '^\| 6 '
   python3 eval/answers/bias.py options "$OUT/options-0" --out "$OUT/options-0/bias.json"
   echo "== options-0-swapped"
   "$RAG" eval --questions "$OUT/option_questions_swapped.json" --runs-dir "$OUT" --name options-0-swapped \
-    --option-bias 0 | grep -E '^\| 6 '
+    --option-bias 0 "${before_links[@]}" | grep -E '^\| 6 '
   python3 eval/answers/bias.py options "$OUT/options-0" --swapped "$OUT/options-0-swapped" \
     --out "$OUT/options-0-swapped/bias-both-orders.json"
 fi
@@ -150,7 +162,7 @@ if [ "$stage" = extractive ]; then
   # Answers kept a span of the prompt (--extractive true) with every other default, answer by
   # answer against em-default (stage em).
   echo "== em-extractive"
-  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-extractive --extractive true | grep -E '^\| 6 '
+  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-extractive --extractive true "${before_links[@]}" | grep -E '^\| 6 '
   python3 eval/answers/compare.py "$OUT/em-default" "$OUT/em-extractive" --out "$OUT/em-extractive/compare.json"
   # The fullwiki questions the 240 leave out (a supporting paragraph is not in the corpus), the
   # first 120, with and without: there the context often lacks the answer and the model may
@@ -160,7 +172,7 @@ if [ "$stage" = extractive ]; then
   for extractive in false true; do
     echo "== rest-extractive-$extractive"
     "$RAG" eval --questions "$REST" --limit 120 --runs-dir "$OUT" --name "rest-extractive-$extractive" \
-      --extractive $extractive | grep -E '^\| 6 '
+      --extractive $extractive "${before_links[@]}" | grep -E '^\| 6 '
   done
   python3 eval/answers/compare.py "$OUT/rest-extractive-false" "$OUT/rest-extractive-true" \
     --out "$OUT/rest-extractive-true/compare.json"
@@ -170,15 +182,15 @@ if [ "$stage" = em ]; then
   # any context or prompt change must beat on these questions before it is measured on the
   # distractor ones. Not in `all`: about 20 minutes of CPU.
   echo "== em-default"
-  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-default | grep -E '^\| 6 '
+  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-default "${before_links[@]}" | grep -E '^\| 6 '
   # The defaults before the yes/no bias (stage yes-no) and document labels: EM 38.3. Made by
   # the build before labels; a re-run here also turns "Doc N" answers into their subjects.
   echo "== em-greedy"
-  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-greedy --yes-no-bias 0 | grep -E '^\| 6 '
+  "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-greedy --yes-no-bias 0 "${before_links[@]}" | grep -E '^\| 6 '
   # The budget a median prompt of 300 tokens allows, greedy as it was measured: more of the
   # answers in the prompt (79.5% against 76.8%), but fewer exact (37.1 against 38.3), so the
   # default stays at 200.
   echo "== em-context-250"
   "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name em-context-250 --context-tokens 250 \
-    --yes-no-bias 0 | grep -E '^\| 6 '
+    --yes-no-bias 0 "${before_links[@]}" | grep -E '^\| 6 '
 fi
