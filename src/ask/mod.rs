@@ -305,13 +305,14 @@ impl<'a> Pipeline<'a> {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = encoder.encode(&refs, &[layers])?.remove(0);
         let words = context::content_words(question);
-        let mut names = context::names(&paragraphs, &sentences)?.into_iter();
+        let names = context::names(&paragraphs, &sentences)?;
         let mut row = 1;
         let scored: Vec<ScoredParagraph> = paragraphs
             .iter()
             .zip(&sentences)
+            .zip(names)
             .enumerate()
-            .map(|(rank, (p, ranges))| {
+            .map(|(rank, ((p, ranges), names))| {
                 let scores = ranges
                     .iter()
                     .enumerate()
@@ -334,7 +335,7 @@ impl<'a> Pipeline<'a> {
                     paragraph: p,
                     sentences: ranges.clone(),
                     scores,
-                    names: names.next().unwrap_or_default(),
+                    names,
                 }
             })
             .collect();
