@@ -3,7 +3,7 @@
 and Recall@5 per model x depth x size, the paper's numbers beneath, retrieval per cell, and a
 paired test of each ESE model against each baseline at each cell (exact McNemar on the
 questions one answers right and the other wrong, and a paired bootstrap interval of the EM
-difference).
+difference; for the retrieval-only runs the same on Recall@5 and both@5).
 
     python3 eval/paper_rag/report.py [--runs eval/paper_rag/runs] [--out eval/paper_rag/results.md]
 
@@ -20,9 +20,12 @@ MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "raw-paper", "mrl-paper", "
 # Each ESE model against the baselines trained alike: with the teacher terms, and without.
 PAIRS = [("ese", b) for b in ("raw", "mrl", "2dmse")] + [("ese-paper", f"{b}-paper") for b in ("raw", "mrl", "2dmse")]
 SETTINGS = {
+    "retrieval": "the paper's dense retrieval without the generator (in before the answers)",
     "dense": "dense retrieval, the top 5 paragraphs whole (the paper's setting)",
     "default": "rag's ask pipeline: fusion, two hops, 200 context tokens",
 }
+# Settings measured without a generator: recall only.
+RETRIEVAL_ONLY = {"retrieval"}
 CELLS = [(6, 384), (6, 64), (3, 384), (3, 64)]
 # The paper's Table 3 (bge-base, LLaMA2-7B, HotpotQA EM), full depth: full size and 64 dims.
 PAPER = {"raw": {(6, 384): 45.06, (6, 64): 29.86}, "mrl": {(6, 384): 45.09, (6, 64): 30.48},
@@ -76,6 +79,68 @@ def both(cell, k):
     return mean([1.0 if p["retrieval"]["all_supporting"][str(k)] else 0.0 for p in cell.values()])
 
 
+def retrieval_table(data, head, rule, missing=None, setting=None):
+    """The retrieval table of one setting's runs; cells not in are added to `missing` if given."""
+    out = ["### Retrieval: R@1 / R@2 / R@5 / R@10, both@5", "", head, rule]
+    for m in MODELS:
+        row = []
+        for c in CELLS:
+            cell = (data[m] or {}).get(c)
+            if not cell:
+                row.append("-")
+                if missing is not None:
+                    missing.append(f"{m}-{setting} {c[0]}/{c[1]}")
+                continue
+            row.append(" / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10))
+                       + f", {100 * both(cell, 5):.1f}%")
+        out.append(f"| {m} | " + " | ".join(row) + " |")
+    return out
+
+
+def pair_table(data, rng, what, value, hit):
+    """Each ESE model against each baseline at each cell, on the questions both have measured:
+    the mean paired difference of `value` (a prediction's number, None if not measured) with a
+    bootstrap interval, and McNemar's exact p on the questions where `hit` holds for one only."""
+    out = [f"### ESE against each baseline: {what}", "",
+           "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
+    for e, b in PAIRS:
+        row = []
+        for c in CELLS:
+            x, y = (data[e] or {}).get(c), (data[b] or {}).get(c)
+            shared = [q for q in sorted(set(x or {}) & set(y or {}))
+                      if value(x[q]) is not None and value(y[q]) is not None]
+            if not shared:
+                row.append("-")
+                continue
+            diffs = [float(value(x[q])) - float(value(y[q])) for q in shared]
+            lo, hi = bootstrap(diffs, rng)
+            wins = sum(1 for q in shared if hit(x[q]) and not hit(y[q]))
+            losses = sum(1 for q in shared if hit(y[q]) and not hit(x[q]))
+            p = mcnemar(wins, losses)
+            row.append(f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], "
+                       + ("p<0.001" if p < 0.001 else f"p={p:.3f}"))
+        out.append(f"| {e} - {b} | " + " | ".join(row) + " |")
+    return out
+
+
+def same_retrieval(retrieval, dense):
+    """Checks that the dense runs read what the retrieval-only runs retrieved, question by question."""
+    checked, differ = 0, []
+    for m in MODELS:
+        for c, cell in (retrieval[m] or {}).items():
+            answered = (dense[m] or {}).get(c, {})
+            for q, p in cell.items():
+                if q in answered:
+                    checked += 1
+                    if answered[q]["retrieved"] != p["retrieved"]:
+                        differ.append(f"{m} {c[0]}/{c[1]} {q}")
+    if differ:
+        return (f"**The dense runs retrieved differently** for {len(differ)} of {checked} questions: "
+                + ", ".join(differ[:10]))
+    return (f"The dense runs retrieved exactly these paragraphs for all {checked} questions they "
+            "have answered so far.")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", default="eval/paper_rag/runs")
@@ -94,7 +159,15 @@ def main():
     missing = []
     for setting, what in SETTINGS.items():
         data = {m: load(runs / f"{m}-{setting}") for m in MODELS}
-        out += [f"## {setting}: {what}", "", "### Exact match (Recall@5)", "", head, rule]
+        out += [f"## {setting}: {what}", ""]
+        if setting in RETRIEVAL_ONLY:
+            out += retrieval_table(data, head, rule, missing, setting)
+            out += [""] + pair_table(
+                data, rng, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
+                lambda p: p["retrieval"]["recall"]["5"], lambda p: p["retrieval"]["all_supporting"]["5"])
+            out += ["", same_retrieval(data, {m: load(runs / f"{m}-dense") for m in MODELS}), ""]
+            continue
+        out += ["### Exact match (Recall@5)", "", head, rule]
         for m in MODELS:
             row = []
             for c in CELLS:
@@ -112,31 +185,9 @@ def main():
             for m, cells in PAPER.items():
                 out.append(f"| paper: {m.upper()} (bge-base 12 layers / 768 and 64 dims, LLaMA2-7B) | "
                            + " | ".join(f"{cells[c]:.2f}" if c in cells else "" for c in CELLS) + " |")
-        out += ["", "### Retrieval: R@1 / R@2 / R@5 / R@10, both@5", "", head, rule]
-        for m in MODELS:
-            row = []
-            for c in CELLS:
-                cell = (data[m] or {}).get(c)
-                row.append("-" if not cell else " / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10))
-                           + f", {100 * both(cell, 5):.1f}%")
-            out.append(f"| {m} | " + " | ".join(row) + " |")
-        out += ["", "### ESE against each baseline: EM difference [paired 95% bootstrap], exact McNemar p",
-                "", "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
-        for e, b in PAIRS:
-            row = []
-            for c in CELLS:
-                x, y = (data[e] or {}).get(c), (data[b] or {}).get(c)
-                shared = sorted(set(x or {}) & set(y or {}))
-                shared = [q for q in shared if x[q].get("em") is not None and y[q].get("em") is not None]
-                if not shared:
-                    row.append("-")
-                    continue
-                diffs = [float(x[q]["em"]) - float(y[q]["em"]) for q in shared]
-                lo, hi = bootstrap(diffs, rng)
-                wins = sum(1 for q in shared if x[q]["em"] and not y[q]["em"])
-                losses = sum(1 for q in shared if y[q]["em"] and not x[q]["em"])
-                row.append(f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], p={mcnemar(wins, losses):.3f}")
-            out.append(f"| {e} - {b} | " + " | ".join(row) + " |")
+        out += [""] + retrieval_table(data, head, rule)
+        out += [""] + pair_table(data, rng, "EM difference [paired 95% bootstrap], exact McNemar p",
+                                 lambda p: p.get("em"), lambda p: p["em"])
         maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in MODELS
                          if (runs / f"{m}-{setting}" / "heatmap.png").exists())
         out += ["", f"Heatmaps (Recall@5 and EM over layers x dims), one per model: {maps or 'none yet'}", ""]

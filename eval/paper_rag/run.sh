@@ -4,7 +4,7 @@
 #
 #   eval/paper_rag/run.sh [MODEL...]
 #       (default: untrained raw mrl 2dmse ese, then raw-paper mrl-paper 2dmse-paper ese-paper;
-#       each group trained first, then evaluated in the dense setting, then the default one)
+#       each group trained first, then evaluated setting by setting: retrieval, dense, default)
 #
 # Every model trains on the same data (the NLI triplets plus the titled pairs of
 # --pairs-from-corpus from both HotpotQA sample files), steps, learning rate and seed:
@@ -16,11 +16,13 @@
 #                     each method's own objective alone, no teacher (ese-paper: k = 64, weights
 #                     1/(1+ln i)): the comparison without the terms beyond the papers
 #   untrained         the base model, for reference
-# Each model is then evaluated twice on the first $LIMIT distractor questions, over the grid
+# Each model is then evaluated on the first $LIMIT distractor questions, over the grid
 # layers 3,6 x dims 64,384 (a sweep: one encoding of the corpus per model, an index of its own
-# built once under index/): `dense` is the paper's setting (dense retrieval, the five retrieved
-# paragraphs whole, greedy answers), `default` is rag's ask pipeline (fusion, two hops, 200
-# context tokens, the yes/no bias).
+# built once under index/), in three settings: `retrieval` is the paper's dense retrieval
+# without the generator (seconds per model once its index exists, so that every model's recall
+# is in long before the answers), `dense` is the paper's setting (the same retrieval, the five
+# retrieved paragraphs whole, greedy answers), `default` is rag's ask pipeline (fusion, two
+# hops, 200 context tokens, the yes/no bias).
 # Runs go to $OUT/runs/<model>-<setting>/; eval/paper_rag/report.py makes the table.
 #
 # Resumable at every level: a trained model is skipped, an interrupted training resumes from
@@ -29,7 +31,7 @@
 #
 # Settings (environment): STEPS (600), LR (2e-4), SEED (42), LIMIT (300), RAG_DATA
 # (../shared/data), RAG_LLM (the default 1.5B generator), MODELS_DIR (data/trained/paper-rag),
-# OUT (eval/paper_rag), SETTINGS ("dense default").
+# OUT (eval/paper_rag), SETTINGS ("retrieval dense default").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/common.sh
@@ -40,7 +42,7 @@ LIMIT=${LIMIT:-300}
 DATA=${RAG_DATA:-../shared/data}
 MODELS_DIR=${MODELS_DIR:-data/trained/paper-rag}
 OUT=${OUT:-eval/paper_rag}
-read -r -a settings <<<"${SETTINGS:-dense default}"
+read -r -a settings <<<"${SETTINGS:-retrieval dense default}"
 main=(untrained raw mrl 2dmse ese)
 paper=(raw-paper mrl-paper 2dmse-paper ese-paper)
 models=("$@")
@@ -86,9 +88,10 @@ evaluate() { # model, setting
   local retrieval
   case $2 in
     # The paper's generator decoded greedily: no yes/no bias, answers not kept to spans.
+    retrieval) retrieval=(--mode dense --hops 1 --no-generate) ;;
     dense) retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0 --extractive false) ;;
     default) retrieval=() ;;
-    *) echo "unknown setting '$2' (dense default)" >&2; return 1 ;;
+    *) echo "unknown setting '$2' (retrieval dense default)" >&2; return 1 ;;
   esac
   echo "== evaluating $1 ($2)"
   "$RAG_BIN" eval --model "$(model_dir "$1")" --data-dir "$DATA" --sweep --layers 3,6 --dims 64,384 \
