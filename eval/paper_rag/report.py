@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Table 3 of the ESE paper, on this project's runs: exact match (with a 95% bootstrap interval)
-and Recall@5 per model x depth x size, the paper's numbers beneath, retrieval per cell, and a
+and Recall@5 per model x depth x size, F1, the paper's numbers beneath, retrieval per cell, and a
 paired test of each ESE model against each baseline at each cell (exact McNemar on the
 questions one answers right and the other wrong, and a paired bootstrap interval of the EM
 difference; for the retrieval-only runs the same on Recall@5 and both@5).
@@ -77,6 +77,11 @@ def recall(cell, k):
 
 def both(cell, k):
     return mean([1.0 if p["retrieval"]["all_supporting"][str(k)] else 0.0 for p in cell.values()])
+
+
+def unfinished(cell, limit):
+    """` (n/N)` for a cell with fewer than `limit` questions measured, else nothing."""
+    return "" if len(cell) >= limit else f" ({len(cell)}/{limit})"
 
 
 def retrieval_table(data, head, rule, missing=None, setting=None):
@@ -178,13 +183,25 @@ def main():
                     continue
                 ems = em_values(cell)
                 lo, hi = bootstrap(ems, rng) if ems else (float("nan"),) * 2
-                done = "" if len(cell) >= args.limit else f" ({len(cell)}/{args.limit})"
-                row.append(f"{100 * mean(ems):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] ({recall(cell, 5):.3f}){done}")
+                row.append(f"{100 * mean(ems):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] ({recall(cell, 5):.3f})"
+                           + unfinished(cell, args.limit))
             out.append(f"| {m} | " + " | ".join(row) + " |")
         if setting == "dense":
             for m, cells in PAPER.items():
                 out.append(f"| paper: {m.upper()} (bge-base 12 layers / 768 and 64 dims, LLaMA2-7B) | "
                            + " | ".join(f"{cells[c]:.2f}" if c in cells else "" for c in CELLS) + " |")
+        out += ["", "### F1 [95% bootstrap interval]", "", head, rule]
+        for m in MODELS:
+            row = []
+            for c in CELLS:
+                cell = (data[m] or {}).get(c) or {}
+                f1s = [p["f1"] for p in cell.values() if p.get("f1") is not None]
+                if not f1s:
+                    row.append("-")
+                    continue
+                lo, hi = bootstrap(f1s, rng)
+                row.append(f"{100 * mean(f1s):.1f} [{100 * lo:.1f}, {100 * hi:.1f}]{unfinished(cell, args.limit)}")
+            out.append(f"| {m} | " + " | ".join(row) + " |")
         out += [""] + retrieval_table(data, head, rule)
         out += [""] + pair_table(data, rng, "EM difference [paired 95% bootstrap], exact McNemar p",
                                  lambda p: p.get("em"), lambda p: p["em"])
