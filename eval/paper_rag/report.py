@@ -31,6 +31,9 @@ CELLS = [(6, 384), (6, 64), (3, 384), (3, 64)]
 PAPER = {"raw": {(6, 384): 45.06, (6, 64): 29.86}, "mrl": {(6, 384): 45.09, (6, 64): 30.48},
          "ese": {(6, 384): 45.31, (6, 64): 32.28}}
 RESAMPLES = 2000
+HEAD = "| model | " + " | ".join(f"{l} layers / {d} dims" for l, d in CELLS) + " |"
+RULE = "| --- |" + " ---: |" * len(CELLS)
+RECALL_TITLE = "Retrieval: R@1 / R@2 / R@5 / R@10, both@5"
 
 
 def load(run_dir):
@@ -84,22 +87,34 @@ def unfinished(cell, limit):
     return "" if len(cell) >= limit else f" ({len(cell)}/{limit})"
 
 
-def retrieval_table(data, head, rule, missing=None, setting=None):
-    """The retrieval table of one setting's runs; cells not in are added to `missing` if given."""
-    out = ["### Retrieval: R@1 / R@2 / R@5 / R@10, both@5", "", head, rule]
+def table(title, data, show, missing=None, setting=None):
+    """A model x cell table of `show(cell)` (a cell: its predictions by question id), `-` where a
+    run has no such cell yet; those are added to `missing` if given."""
+    out = [f"### {title}", "", HEAD, RULE]
     for m in MODELS:
         row = []
         for c in CELLS:
             cell = (data[m] or {}).get(c)
-            if not cell:
+            if cell:
+                row.append(show(cell))
+            else:
                 row.append("-")
                 if missing is not None:
                     missing.append(f"{m}-{setting} {c[0]}/{c[1]}")
-                continue
-            row.append(" / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10))
-                       + f", {100 * both(cell, 5):.1f}%")
         out.append(f"| {m} | " + " | ".join(row) + " |")
     return out
+
+
+def with_interval(values, rng):
+    """The mean of `values` (0/1 or real) in percent with its bootstrap interval, or `-`."""
+    if not values:
+        return "-"
+    lo, hi = bootstrap(values, rng)
+    return f"{100 * mean(values):.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def show_recall(cell):
+    return " / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10)) + f", {100 * both(cell, 5):.1f}%"
 
 
 def pair_table(data, rng, what, value, hit):
@@ -159,50 +174,27 @@ def main():
            "`eval/paper_rag/run.sh`. First "
            f"{args.limit} distractor questions, default generator. Cells: EM [95% bootstrap "
            "interval] and Recall@5; `-` not run yet, `(n/N)` unfinished.", ""]
-    head = "| model | " + " | ".join(f"{l} layers / {d} dims" for l, d in CELLS) + " |"
-    rule = "| --- |" + " ---: |" * len(CELLS)
     missing = []
     for setting, what in SETTINGS.items():
         data = {m: load(runs / f"{m}-{setting}") for m in MODELS}
         out += [f"## {setting}: {what}", ""]
         if setting in RETRIEVAL_ONLY:
-            out += retrieval_table(data, head, rule, missing, setting)
+            out += table(RECALL_TITLE, data, show_recall, missing, setting)
             out += [""] + pair_table(
                 data, rng, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
                 lambda p: p["retrieval"]["recall"]["5"], lambda p: p["retrieval"]["all_supporting"]["5"])
             out += ["", same_retrieval(data, {m: load(runs / f"{m}-dense") for m in MODELS}), ""]
             continue
-        out += ["### Exact match (Recall@5)", "", head, rule]
-        for m in MODELS:
-            row = []
-            for c in CELLS:
-                cell = (data[m] or {}).get(c)
-                if not cell:
-                    row.append("-")
-                    missing.append(f"{m}-{setting} {c[0]}/{c[1]}")
-                    continue
-                ems = em_values(cell)
-                lo, hi = bootstrap(ems, rng) if ems else (float("nan"),) * 2
-                row.append(f"{100 * mean(ems):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] ({recall(cell, 5):.3f})"
-                           + unfinished(cell, args.limit))
-            out.append(f"| {m} | " + " | ".join(row) + " |")
+
+        out += table("Exact match (Recall@5)", data, lambda cell: with_interval(em_values(cell), rng)
+                     + f" ({recall(cell, 5):.3f})" + unfinished(cell, args.limit), missing, setting)
         if setting == "dense":
             for m, cells in PAPER.items():
                 out.append(f"| paper: {m.upper()} (bge-base 12 layers / 768 and 64 dims, LLaMA2-7B) | "
                            + " | ".join(f"{cells[c]:.2f}" if c in cells else "" for c in CELLS) + " |")
-        out += ["", "### F1 [95% bootstrap interval]", "", head, rule]
-        for m in MODELS:
-            row = []
-            for c in CELLS:
-                cell = (data[m] or {}).get(c) or {}
-                f1s = [p["f1"] for p in cell.values() if p.get("f1") is not None]
-                if not f1s:
-                    row.append("-")
-                    continue
-                lo, hi = bootstrap(f1s, rng)
-                row.append(f"{100 * mean(f1s):.1f} [{100 * lo:.1f}, {100 * hi:.1f}]{unfinished(cell, args.limit)}")
-            out.append(f"| {m} | " + " | ".join(row) + " |")
-        out += [""] + retrieval_table(data, head, rule)
+        out += [""] + table("F1 [95% bootstrap interval]", data, lambda cell: with_interval(
+            [p["f1"] for p in cell.values() if p.get("f1") is not None], rng) + unfinished(cell, args.limit))
+        out += [""] + table(RECALL_TITLE, data, show_recall)
         out += [""] + pair_table(data, rng, "EM difference [paired 95% bootstrap], exact McNemar p",
                                  lambda p: p.get("em"), lambda p: p["em"])
         maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in MODELS
