@@ -175,15 +175,16 @@ def main():
            f"{args.limit} distractor questions, default generator. Cells: EM [95% bootstrap "
            "interval] and Recall@5; `-` not run yet, `(n/N)` unfinished.", ""]
     missing = []
+    runs_of = {s: {m: load(runs / f"{m}-{s}") for m in MODELS} for s in SETTINGS}
     for setting, what in SETTINGS.items():
-        data = {m: load(runs / f"{m}-{setting}") for m in MODELS}
+        data = runs_of[setting]
         out += [f"## {setting}: {what}", ""]
         if setting in RETRIEVAL_ONLY:
             out += table(RECALL_TITLE, data, show_recall, missing, setting)
             out += [""] + pair_table(
                 data, rng, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
                 lambda p: p["retrieval"]["recall"]["5"], lambda p: p["retrieval"]["all_supporting"]["5"])
-            out += ["", same_retrieval(data, {m: load(runs / f"{m}-dense") for m in MODELS}), ""]
+            out += ["", same_retrieval(data, runs_of["dense"]), ""]
             continue
 
         out += table("Exact match (Recall@5)", data, lambda cell: with_interval(em_values(cell), rng)

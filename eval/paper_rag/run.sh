@@ -87,8 +87,8 @@ train() { # model
 evaluate() { # model, setting
   local retrieval
   case $2 in
-    # The paper's generator decoded greedily: no yes/no bias, answers not kept to spans.
     retrieval) retrieval=(--mode dense --hops 1 --no-generate) ;;
+    # The paper's generator decoded greedily: no yes/no bias, answers not kept to spans.
     dense) retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0 --extractive false) ;;
     default) retrieval=() ;;
     *) echo "unknown setting '$2' (retrieval dense default)" >&2; return 1 ;;
