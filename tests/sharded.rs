@@ -11,24 +11,9 @@ use rag::encoder::Precision;
 use rag::index::{self, Index};
 use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
 
+use common::{refused, run_result, succeed};
+
 const SHARDS: usize = 4;
-
-/// Runs `rag` with `args`, asserting it succeeds; its stdout.
-fn succeed(args: &[&str]) -> String {
-    let out = common::rag().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `rag` with `args`, asserting it fails with one line on stderr; that line.
-fn refused(args: &[&str]) -> String {
-    let out = common::rag().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    assert!(!out.status.success(), "{args:?} succeeded");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    stderr
-}
 
 /// A tiny model, a corpus of 300 paragraphs (with duplicates, which every shard must skip the
 /// same way), the single index of it and its 4 shards, merged.
@@ -36,27 +21,8 @@ fn single_and_sharded(dir: &Path) -> (PathBuf, PathBuf) {
     let (model, corpus) = common::tiny_model_and_corpus(dir, 60, 5);
     let again = dir.join("again.json");
     common::write_corpus(&again, 10, 5);
-    let build = |index: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "index",
-            "--model",
-            model.to_str().unwrap(),
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--corpus",
-            again.to_str().unwrap(),
-            "--index",
-            index.to_str().unwrap(),
-            "--layers",
-            "1,3",
-            "--dim",
-            "16",
-            "--chunk-size",
-            "16",
-        ];
-        args.extend_from_slice(extra);
-        succeed(&args)
-    };
+    let build =
+        |index: &Path, extra: &[&str]| common::tiny_index(&model, &[&corpus, &again], index, extra);
     let single = dir.join("single");
     build(&single, &[]);
     let sharded = dir.join("sharded");
@@ -232,28 +198,6 @@ fn bad_shard_flags_are_refused_in_one_line() {
     assert!(line.contains("holds no shards"), "{line}");
 }
 
-/// What a run folder says was retrieved, per question, and its summary's recall.
-fn run_result(run: &Path) -> (Vec<(String, Vec<String>)>, serde_json::Value) {
-    let mut lines: Vec<(String, Vec<String>)> =
-        std::fs::read_to_string(run.join("predictions.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let p: serde_json::Value = serde_json::from_str(l).unwrap();
-                let retrieved = p["retrieved"].as_array().unwrap();
-                let titles = retrieved
-                    .iter()
-                    .map(|t| t.as_str().unwrap().into())
-                    .collect();
-                (p["id"].as_str().unwrap().to_string(), titles)
-            })
-            .collect();
-    lines.sort();
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
-    (lines, summary["cells"].clone())
-}
-
 #[test]
 fn shards_hits_merged_make_the_run_folder_of_the_single_index() {
     let dir = tempfile::tempdir().unwrap();
@@ -264,27 +208,8 @@ fn shards_hits_merged_make_the_run_folder_of_the_single_index() {
     let hits = dir.path().join("hits");
     for mode in ["dense", "bm25"] {
         let eval = |index: &Path, name: &str, extra: &[&str]| {
-            let mut args = vec![
-                "eval",
-                "--index",
-                index.to_str().unwrap(),
-                "--questions",
-                questions.to_str().unwrap(),
-                "--no-generate",
-                "--mode",
-                mode,
-                "--hops",
-                "1",
-                "--layers",
-                "3",
-                "--dims",
-                "16",
-                "--runs-dir",
-                runs.to_str().unwrap(),
-                "--name",
-                name,
-            ];
-            args.extend_from_slice(extra);
+            let args =
+                common::retrieval_eval_args(index, &questions, &runs, name, (mode, "3"), extra);
             succeed(&args)
         };
         eval(&single, &format!("single-{mode}"), &[]);

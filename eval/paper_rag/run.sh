@@ -4,7 +4,7 @@
 #
 #   eval/paper_rag/run.sh [MODEL...]
 #       (default: untrained raw mrl 2dmse ese, then raw-paper mrl-paper 2dmse-paper ese-paper;
-#       each group trained first, then evaluated setting by setting: retrieval, dense, default)
+#       each group evaluated setting by setting: retrieval, dense, default)
 #
 # Every model trains on the same data (the NLI triplets plus the titled pairs of
 # --pairs-from-corpus from both HotpotQA sample files), steps, learning rate and seed:
@@ -23,11 +23,21 @@
 # is in long before the answers), `dense` is the paper's setting (the same retrieval, the five
 # retrieved paragraphs whole, greedy answers), `default` is rag's ask pipeline (fusion, two
 # hops, 200 context tokens, the yes/no bias).
-# Runs go to $OUT/runs/<model>-<setting>/; eval/paper_rag/report.py makes the table.
+# Runs go to $OUT/runs/<model>-<setting>/ and are committed, finished or not: the experiment
+# takes more CPU than one sitting, and the runs are what carries it from one to the next.
+# eval/paper_rag/report.py makes the table.
 #
-# Resumable at every level: a trained model is skipped, an interrupted training resumes from
-# its checkpoint, an interrupted evaluation from its last answered question. Hours of CPU:
-# about 40-60 min of training per model on 2 cores, and per model and setting 1,200 answers.
+# The `dense` runs read the paragraphs their model's `retrieval` run recorded, title by title
+# (`rag eval --rankings-from`), with the untrained model's index for the documents: the same
+# retrieval, without the trained model, so its answers can go on wherever the retrieval runs
+# are. A model is trained only when a setting that needs it (`retrieval`, `default`) is not
+# finished; training repeats bit for bit (seeded), and its weights' sha256 is kept in
+# train/<model>.sha256, which a retraining must match.
+#
+# Resumable at every level: a finished run is skipped, a trained model is kept, an interrupted
+# training resumes from its checkpoint, an interrupted evaluation from its last answered
+# question. Hours of CPU: about 40-60 min of training per model on 2 cores, and per model and
+# setting 1,200 answers.
 #
 # Settings (environment): STEPS (600), LR (2e-4), SEED (42), LIMIT (300), RAG_DATA
 # (../shared/data), RAG_LLM (the default 1.5B generator), MODELS_DIR (data/trained/paper-rag),
@@ -43,6 +53,8 @@ DATA=${RAG_DATA:-../shared/data}
 MODELS_DIR=${MODELS_DIR:-data/trained/paper-rag}
 OUT=${OUT:-eval/paper_rag}
 read -r -a settings <<<"${SETTINGS:-retrieval dense default}"
+LAYERS=3,6
+DIMS=64,384
 main=(untrained raw mrl 2dmse ese)
 paper=(raw-paper mrl-paper 2dmse-paper ese-paper)
 models=("$@")
@@ -74,39 +86,61 @@ train() { # model
   local dir
   dir=$(model_dir "$1")
   if [ "$1" = untrained ] || [ -f "$dir/ese.json" ]; then
-    echo "== $1: ready ($dir)"
     return
   fi
   local f
   f=$(flags "$1")
   echo "== training $1: $f"
   # shellcheck disable=SC2086 # the flags are words
-  "$RAG_BIN" train --out "$dir" --resume $f "${common[@]}" --json >"$OUT/train/$1.json"
+  # Through a partial file: an interrupted training must not leave its summary empty.
+  "$RAG_BIN" train --out "$dir" --resume $f "${common[@]}" --json >"$OUT/train/$1.json.part"
+  mv "$OUT/train/$1.json.part" "$OUT/train/$1.json"
+  local sums=$OUT/train/$1.sha256
+  if [ -f "$sums" ]; then
+    (cd "$dir" && sha256sum --quiet -c -) <"$sums" ||
+      { echo "$1: the retrained weights differ from $sums: training no longer repeats" >&2; exit 1; }
+  else
+    (cd "$dir" && sha256sum model.safetensors) >"$sums"
+  fi
+}
+
+finished() { # run name: whether its every question has every cell
+  local file=$OUT/runs/$1/predictions.jsonl
+  local cells=$(( $(tr ',' '\n' <<<"$LAYERS" | wc -l) * $(tr ',' '\n' <<<"$DIMS" | wc -l) ))
+  [ -f "$file" ] && [ "$(wc -l <"$file")" -ge $((LIMIT * cells)) ]
 }
 
 evaluate() { # model, setting
-  local retrieval
+  local name=$1-$2 model=$1 retrieval
+  if finished "$name"; then
+    echo "== $name: finished"
+    return
+  fi
   case $2 in
     retrieval) retrieval=(--mode dense --hops 1 --no-generate) ;;
     # The paper's generator decoded greedily: no yes/no bias, answers not kept to spans.
-    dense) retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0 --extractive false) ;;
+    dense)
+      finished "$1-retrieval" || { echo "== $name: waits for $1-retrieval" >&2; return; }
+      model=untrained
+      retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0 --extractive false
+                 --rankings-from "$OUT/runs/$1-retrieval") ;;
     default) retrieval=() ;;
     *) echo "unknown setting '$2' (retrieval dense default)" >&2; return 1 ;;
   esac
-  echo "== evaluating $1 ($2)"
-  "$RAG_BIN" eval --model "$(model_dir "$1")" --data-dir "$DATA" --sweep --layers 3,6 --dims 64,384 \
-    --limit "$LIMIT" "${retrieval[@]}" --name "$1-$2" --runs-dir "$OUT/runs" --json >"$OUT/runs/$1-$2.json"
+  train "$model"
+  echo "== evaluating $name"
+  "$RAG_BIN" eval --model "$(model_dir "$model")" --data-dir "$DATA" --sweep --layers "$LAYERS" --dims "$DIMS" \
+    --limit "$LIMIT" "${retrieval[@]}" --name "$name" --runs-dir "$OUT/runs" --json >"$OUT/runs/$name.json"
 }
 
 for model in "${models[@]}"; do
   [ "$model" = untrained ] || flags "$model" >/dev/null
 done
-# A group's models are all trained, then evaluated setting by setting, so that the headline
-# comparison (the main models, dense) is complete before the rest: on 2 cores the whole grid is
-# days of CPU, and every stage resumes.
+# A group's models are evaluated setting by setting, so that the headline comparison (the main
+# models, dense) is complete before the rest: on 2 cores the whole grid is days of CPU, and
+# every stage resumes.
 run_group() { # MODEL...
   local model setting
-  for model in "$@"; do train "$model"; done
   for setting in "${settings[@]}"; do
     for model in "$@"; do evaluate "$model" "$setting"; done
   done

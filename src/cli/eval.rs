@@ -8,7 +8,7 @@ use clap::Args;
 use rag::ask::Pipeline;
 use rag::corpus::DEFAULT_TEMPLATE;
 use rag::eval::hotpot::run::ranking_depth;
-use rag::eval::hotpot::{self, hits, plan, report, Cell, RunConfig, RunOptions};
+use rag::eval::hotpot::{self, hits, plan, recorded, report, Cell, RunConfig, RunOptions};
 use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
 use rag::progress::ProgressMode;
 
@@ -77,6 +77,12 @@ pub struct EvalArgs {
     /// --shard) instead of searching: the run folder is the one an in-process run writes.
     #[arg(long, value_name = "DIR", conflicts_with = "oracle")]
     pub from_hits: Option<PathBuf>,
+    /// Rank with what the run in folder RUN retrieved (same --mode, --hops and weights),
+    /// title by title, instead of searching: its retrieval read again with other generation or
+    /// context settings, without its model. --index, any index of the same corpus, supplies
+    /// the documents.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["oracle", "from_hits", "shard"])]
+    pub rankings_from: Option<PathBuf>,
     /// Encoder for an index built for this evaluation.
     #[command(flatten)]
     pub encoder: EncoderArgs,
@@ -157,15 +163,6 @@ pub fn run(args: EvalArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let rankings = match (&args.from_hits, &retriever) {
-        (Some(dir), Some(retriever)) => {
-            hits::check_strategy(strategy)?;
-            let shards = retriever.index.parts().len();
-            let k = ranking_depth(args.context.top_k);
-            Some(hits::read_merged(dir, shards, &questions, &cells, k)?)
-        }
-        _ => None,
-    };
     let config = RunConfig {
         questions_file: path.clone(),
         questions: questions.len(),
@@ -196,6 +193,19 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .and_then(|_| args.generator.generation.option_bias.0),
         extractive: spec.is_some() && args.generator.generation.extractive,
         index: retriever.as_ref().map(|r| r.index.dir.clone()),
+        rankings_from: args.rankings_from.clone(),
+    };
+    let rankings = match (&args.from_hits, &args.rankings_from, &retriever) {
+        (Some(dir), _, Some(retriever)) => {
+            hits::check_strategy(strategy)?;
+            let shards = retriever.index.parts().len();
+            let k = ranking_depth(args.context.top_k);
+            Some(hits::read_merged(dir, shards, &questions, &cells, k)?)
+        }
+        (_, Some(run), Some(retriever)) => {
+            Some(recorded::read(run, &config, &questions, &retriever.index)?)
+        }
+        _ => None,
     };
     let name = args
         .name

@@ -167,6 +167,14 @@ impl Index {
         anyhow::bail!("document {id} is not in {}", self.dir.display())
     }
 
+    /// Every document's (id, title), in id order.
+    pub fn titles(&self) -> Result<Vec<(u64, String)>> {
+        (0..self.len())
+            .map(|id| Ok((id, self.document(id)?.title)))
+            .collect::<Result<_>>()
+            .with_context(|| format!("reading the titles of {}", self.dir.display()))
+    }
+
     /// Query vectors comparable with the stored ones at a resolved depth and size, from the
     /// encoder's full-width output: through the index's PCA when it has one (a sharded index
     /// never has: `--reduce` is refused with `--shard`), then cut to `dim`.

@@ -51,11 +51,7 @@ impl Links {
 
     /// The links of every document in `index`.
     pub fn of_index(index: &Index) -> Result<Self> {
-        let titles = (0..index.len())
-            .map(|id| Ok((id, index.document(id)?.title)))
-            .collect::<Result<Vec<_>>>()
-            .with_context(|| format!("reading the titles of {}", index.dir.display()))?;
-        Self::new(titles)
+        Self::new(index.titles()?)
     }
 
     /// The documents whose titles `text` mentions as whole words, first mention first, each

@@ -68,6 +68,78 @@ pub fn rag() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
 }
 
+/// Runs `rag` with `args`, asserting it succeeds; its stdout.
+pub fn succeed<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S]) -> String {
+    let out = rag().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `rag` with `args`, asserting it fails with one line on stderr; that line.
+pub fn refused<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S]) -> String {
+    let out = rag().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
+/// `rag index` of `corpora` with `model` into `index`, at depths 1 and 3, size 16, chunks of 16
+/// tokens, `extra` appended; its stdout.
+pub fn tiny_index(model: &Path, corpora: &[&Path], index: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["index", "--model", model.to_str().unwrap()];
+    for corpus in corpora {
+        args.extend(["--corpus", corpus.to_str().unwrap()]);
+    }
+    args.extend([
+        "--index",
+        index.to_str().unwrap(),
+        "--layers",
+        "1,3",
+        "--dim",
+        "16",
+        "--chunk-size",
+        "16",
+    ]);
+    args.extend_from_slice(extra);
+    succeed(&args)
+}
+
+/// The arguments of a retrieval-only `rag eval` of `questions` on `index` into `runs/<name>`:
+/// `mode`, one hop, depth `layers`, size 16, `extra` appended.
+pub fn retrieval_eval_args<'a>(
+    index: &'a Path,
+    questions: &'a Path,
+    runs: &'a Path,
+    name: &'a str,
+    (mode, layers): (&'a str, &'a str),
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "eval",
+        "--index",
+        index.to_str().unwrap(),
+        "--questions",
+        questions.to_str().unwrap(),
+        "--no-generate",
+        "--mode",
+        mode,
+        "--hops",
+        "1",
+        "--layers",
+        layers,
+        "--dims",
+        "16",
+        "--runs-dir",
+        runs.to_str().unwrap(),
+        "--name",
+        name,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// Runs `rag` with `args` and parses what it printed as JSON; a failed run fails the test with
 /// its stderr.
 pub fn rag_json<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> serde_json::Value {
@@ -219,5 +291,28 @@ pub fn retrieval_config(
         option_bias: None,
         extractive: false,
         index: Some(index.to_path_buf()),
+        rankings_from: None,
     }
+}
+
+/// What a run folder says was retrieved, per question, and its summary's recall.
+pub fn run_result(run: &Path) -> (Vec<(String, Vec<String>)>, serde_json::Value) {
+    let mut lines: Vec<(String, Vec<String>)> =
+        std::fs::read_to_string(run.join("predictions.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let p: serde_json::Value = serde_json::from_str(l).unwrap();
+                let retrieved = p["retrieved"].as_array().unwrap();
+                let titles = retrieved
+                    .iter()
+                    .map(|t| t.as_str().unwrap().into())
+                    .collect();
+                (p["id"].as_str().unwrap().to_string(), titles)
+            })
+            .collect();
+    lines.sort();
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    (lines, summary["cells"].clone())
 }

@@ -131,11 +131,9 @@ pub fn read_merged(
                     merged.insert(key, merge_top_k(shards, k));
                 }
                 _ => bail!(
-                    "the hits in {} lack question {} at layers {:?}, dim {:?} from some shard: they were written for other settings",
+                    "the hits in {} lack question {} at {cell} from some shard: they were written for other settings",
                     dir.display(),
                     question.id,
-                    cell.layers,
-                    cell.dim
                 ),
             }
         }

@@ -3,11 +3,13 @@
 //! and builds the index it needs, [`run`] answers the questions and resumes where it stopped,
 //! [`record`] is what a run keeps on disk (`eval/runs/<name>/`), [`scores`] the metrics and
 //! [`report`] what people read; [`hits`] splits a run's
-//! retrieval over the shards of a sharded index.
+//! retrieval over the shards of a sharded index, and [`recorded`] reads the rankings an
+//! earlier run recorded instead of searching again.
 
 pub mod hits;
 pub mod plan;
 pub mod record;
+pub mod recorded;
 pub mod report;
 pub mod run;
 pub mod scores;

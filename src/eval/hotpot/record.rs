@@ -35,6 +35,15 @@ impl Cell {
     }
 }
 
+impl std::fmt::Display for Cell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.layers, self.dim) {
+            (Some(layers), Some(dim)) => write!(f, "layers {layers}, dim {dim}"),
+            _ => write!(f, "the gold paragraphs"),
+        }
+    }
+}
+
 /// What a run is; a run directory is resumed only with the same settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
@@ -73,6 +82,10 @@ pub struct RunConfig {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,
     pub index: Option<PathBuf>,
+    /// The run whose recorded rankings this one reads instead of searching
+    /// (`--rankings-from`); `index` then only supplies the documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rankings_from: Option<PathBuf>,
 }
 
 fn one_hop() -> u8 {

@@ -354,6 +354,7 @@ mod tests {
             option_bias: None,
             extractive: false,
             index: None,
+            rankings_from: None,
         };
         let summary = summarize(&config, &predictions, 1.0);
         assert_eq!(summary.cells.len(), 2);
