@@ -283,28 +283,7 @@ fn a_killed_node_does_not_change_what_the_cluster_builds() {
     let questions = dir.path().join("questions.json");
     common::write_topic_questions(&questions, 20);
     let runs = dir.path().join("runs");
-    let eval_args = |name: &str| {
-        [
-            "--questions",
-            questions.to_str().unwrap(),
-            "--limit",
-            "20",
-            "--no-generate",
-            "--mode",
-            "dense",
-            "--hops",
-            "1",
-            "--layers",
-            "3",
-            "--dims",
-            "16",
-            "--runs-dir",
-            runs.to_str().unwrap(),
-            "--name",
-            name,
-        ]
-        .map(String::from)
-    };
+    let dense_3 = ("dense", "3");
     let mut args = vec![
         "eval",
         "--index",
@@ -313,8 +292,9 @@ fn a_killed_node_does_not_change_what_the_cluster_builds() {
         env!("CARGO_BIN_EXE_rag"),
         "--",
     ];
-    let cluster_args = eval_args("cluster");
-    args.extend(cluster_args.iter().map(String::as_str));
+    args.extend(common::retrieval_eval_flags(
+        &questions, &runs, "cluster", dense_3,
+    ));
     let driver = cluster
         .rag_ray(&args)
         .stdout(Stdio::piped())
@@ -324,32 +304,18 @@ fn a_killed_node_does_not_change_what_the_cluster_builds() {
     let (ok, out, err) = finish(driver, Duration::from_secs(90));
     assert!(ok, "rag-ray eval failed: {err}");
     assert!(out.contains("evaluated 4 shards"), "{out}");
-    let local = common::rag()
-        .args(["eval", "--index", single.to_str().unwrap()])
-        .args(eval_args("local"))
-        .output()
-        .unwrap();
-    assert!(
-        local.status.success(),
-        "{}",
-        String::from_utf8_lossy(&local.stderr)
+    common::succeed(&common::retrieval_eval_args(
+        &single,
+        &questions,
+        &runs,
+        "local",
+        dense_3,
+        &[],
+    ));
+    let (local, cluster) = (
+        common::run_result(&runs.join("local")),
+        common::run_result(&runs.join("cluster")),
     );
-    let retrieved = |name: &str| {
-        let text = std::fs::read_to_string(runs.join(name).join("predictions.jsonl")).unwrap();
-        let mut lines: Vec<(String, serde_json::Value)> = text
-            .lines()
-            .map(|l| {
-                let p: serde_json::Value = serde_json::from_str(l).unwrap();
-                (
-                    p["id"].as_str().unwrap().to_string(),
-                    p["retrieved"].clone(),
-                )
-            })
-            .collect();
-        lines.sort_by(|a, b| a.0.cmp(&b.0));
-        lines
-    };
-    let (a, b) = (retrieved("local"), retrieved("cluster"));
-    assert_eq!(a.len(), 20);
-    assert_eq!(a, b);
+    assert_eq!(local.0.len(), 20);
+    assert_eq!(local, cluster);
 }

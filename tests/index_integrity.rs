@@ -41,14 +41,6 @@ fn search(index_dir: &Path) -> anyhow::Result<Vec<u64>> {
     Ok(response.hits.iter().map(|h| h.id).collect())
 }
 
-/// Runs `rag` with `args`, asserting it succeeds; its (stdout, stderr).
-fn succeed(args: &[&str]) -> (String, String) {
-    let out = common::rag().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
-}
-
 /// The one-line refusal of a damaged file.
 fn assert_refused(err: anyhow::Error, file: &str) {
     let message = format!("{err:#}");
@@ -138,10 +130,15 @@ fn an_index_from_before_checksums_opens_with_a_note_and_verify_says_what_it_coul
     assert!(!index::verify(&index_dir).unwrap().checksums);
 
     let dir = index_dir.display().to_string();
-    let (_, stderr) = succeed(&["search", "topic 7", "--index", &dir, "--k", "2"]);
+    let out = common::rag()
+        .args(["search", "topic 7", "--index", &dir, "--k", "2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
     assert_eq!(stderr.matches("predates checksums").count(), 1, "{stderr}");
     assert!(stderr.contains("rag index --fresh"), "{stderr}");
-    let (stdout, _) = succeed(&["index", "--verify", "--index", &dir]);
+    let stdout = common::succeed(&["index", "--verify", "--index", &dir]);
     assert!(stdout.contains("cannot be verified fully"), "{stdout}");
 }
 
@@ -192,9 +189,9 @@ fn reads_never_write_and_work_on_a_read_only_index() {
     ] {
         let mut search = vec!["search", "topic 7", "--index", &dir, "--json"];
         search.extend_from_slice(&args);
-        succeed(&search);
+        common::succeed(&search);
     }
-    succeed(&["index", "--verify", "--index", &dir]);
+    common::succeed(&["index", "--verify", "--index", &dir]);
     set_writable(&index_dir, true);
     assert_eq!(snapshot(&index_dir), before);
 }

@@ -106,20 +106,15 @@ pub fn tiny_index(model: &Path, corpora: &[&Path], index: &Path, extra: &[&str])
     succeed(&args)
 }
 
-/// The arguments of a retrieval-only `rag eval` of `questions` on `index` into `runs/<name>`:
-/// `mode`, one hop, depth `layers`, size 16, `extra` appended.
-pub fn retrieval_eval_args<'a>(
-    index: &'a Path,
+/// The flags of a retrieval-only `rag eval` (those after `eval --index DIR`) over `questions`
+/// into `runs`/`name`: `mode`, one hop, depth `layers`, size 16.
+pub fn retrieval_eval_flags<'a>(
     questions: &'a Path,
     runs: &'a Path,
     name: &'a str,
     (mode, layers): (&'a str, &'a str),
-    extra: &[&'a str],
 ) -> Vec<&'a str> {
-    let mut args = vec![
-        "eval",
-        "--index",
-        index.to_str().unwrap(),
+    vec![
         "--questions",
         questions.to_str().unwrap(),
         "--no-generate",
@@ -135,7 +130,20 @@ pub fn retrieval_eval_args<'a>(
         runs.to_str().unwrap(),
         "--name",
         name,
-    ];
+    ]
+}
+
+/// `rag eval --index index` with [`retrieval_eval_flags`], `extra` appended.
+pub fn retrieval_eval_args<'a>(
+    index: &'a Path,
+    questions: &'a Path,
+    runs: &'a Path,
+    name: &'a str,
+    mode_layers: (&'a str, &'a str),
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec!["eval", "--index", index.to_str().unwrap()];
+    args.extend(retrieval_eval_flags(questions, runs, name, mode_layers));
     args.extend_from_slice(extra);
     args
 }
