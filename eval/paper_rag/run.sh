@@ -102,7 +102,7 @@ train() { # model
   f=$(flags "$1")
   echo "== training $1: $f"
   # shellcheck disable=SC2086 # the flags are words
-  # Through a partial file: an interrupted training must not leave its summary empty.
+  # Through a partial file, as every summary here: an interrupted run must not leave it empty.
   "$RAG_BIN" train --out "$dir" --resume $f "${common[@]}" --json >"$OUT/train/$1.json.part"
   mv "$OUT/train/$1.json.part" "$OUT/train/$1.json"
   local sums=$OUT/train/$1.$(kernels).sha256
@@ -140,7 +140,8 @@ evaluate() { # model, setting
   train "$model"
   echo "== evaluating $name"
   "$RAG_BIN" eval --model "$(model_dir "$model")" --data-dir "$DATA" --sweep --layers "$LAYERS" --dims "$DIMS" \
-    --limit "$LIMIT" "${retrieval[@]}" --name "$name" --runs-dir "$OUT/runs" --json >"$OUT/runs/$name.json"
+    --limit "$LIMIT" "${retrieval[@]}" --name "$name" --runs-dir "$OUT/runs" --json >"$OUT/runs/$name.json.part"
+  mv "$OUT/runs/$name.json.part" "$OUT/runs/$name.json"
 }
 
 for model in "${models[@]}"; do
