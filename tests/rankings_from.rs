@@ -72,42 +72,38 @@ fn a_run_reads_another_runs_rankings_by_title_from_any_index_of_the_corpus() {
         serde_json::from_slice(&std::fs::read(runs.join("borrowed/config.json")).unwrap()).unwrap();
     assert_eq!(config["rankings_from"], from);
 
-    let line = refused(&eval(
-        &other,
-        "bm25",
-        ("bm25", "3"),
-        &["--rankings-from", from],
-    ));
-    assert!(
-        line.contains("ranked with dense") && line.contains("bm25"),
-        "{line}"
-    );
-    let line = refused(&eval(
-        &other,
-        "shallow",
-        ("dense", "1"),
-        &["--rankings-from", from],
-    ));
-    assert!(
-        line.contains("has no ranking for question q0 at layers 1, dim 16"),
-        "{line}"
-    );
-    let line = refused(&eval(
-        &other,
-        "deep",
-        DENSE_3,
-        &["--rankings-from", from, "--top-k", "20"],
-    ));
-    assert!(
-        line.contains("ranked 10 paragraphs deep, this run reads 20"),
-        "{line}"
-    );
+    // Each refusal: the run's name, its mode and depth, its flags, and what its line must say.
     let not_a_run = questions.to_str().unwrap();
-    let line = refused(&eval(
-        &other,
-        "nowhere",
-        DENSE_3,
-        &["--rankings-from", not_a_run],
-    ));
-    assert!(line.contains("is not a run folder"), "{line}");
+    let refusals: [(&str, (&str, &str), &[&str], &[&str]); 4] = [
+        (
+            "bm25",
+            ("bm25", "3"),
+            &["--rankings-from", from],
+            &["ranked with dense", "bm25"],
+        ),
+        (
+            "shallow",
+            ("dense", "1"),
+            &["--rankings-from", from],
+            &["has no ranking for question q0 at layers 1, dim 16"],
+        ),
+        (
+            "deep",
+            DENSE_3,
+            &["--rankings-from", from, "--top-k", "20"],
+            &["ranked 10 paragraphs deep, this run reads 20"],
+        ),
+        (
+            "nowhere",
+            DENSE_3,
+            &["--rankings-from", not_a_run],
+            &["is not a run folder"],
+        ),
+    ];
+    for (name, mode_layers, extra, expected) in refusals {
+        let line = refused(&eval(&other, name, mode_layers, extra));
+        for part in expected {
+            assert!(line.contains(part), "{name}: {line}");
+        }
+    }
 }
