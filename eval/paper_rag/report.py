@@ -53,8 +53,11 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
-def bootstrap(values, rng):
-    """95% percentile interval of the mean of `values` (0/1 or real) over resampled questions."""
+def bootstrap(values):
+    """95% percentile interval of the mean of `values` (0/1 or real) over resampled questions.
+    Seeded per call, so that an interval depends on its own values only, not on which other
+    cells the report holds at the time."""
+    rng = random.Random(0)
     n = len(values)
     means = sorted(mean([values[rng.randrange(n)] for _ in range(n)]) for _ in range(RESAMPLES))
     return means[int(0.025 * RESAMPLES)], means[int(0.975 * RESAMPLES) - 1]
@@ -105,11 +108,11 @@ def table(title, data, show, missing=None, setting=None):
     return out
 
 
-def with_interval(values, rng):
+def with_interval(values):
     """The mean of `values` (0/1 or real) in percent with its bootstrap interval, or `-`."""
     if not values:
         return "-"
-    lo, hi = bootstrap(values, rng)
+    lo, hi = bootstrap(values)
     return f"{100 * mean(values):.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
@@ -117,7 +120,7 @@ def show_recall(cell):
     return " / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10)) + f", {100 * both(cell, 5):.1f}%"
 
 
-def pair_table(data, rng, what, value, hit):
+def pair_table(data, what, value, hit):
     """Each ESE model against each baseline at each cell, on the questions both have measured:
     the mean paired difference of `value` (a prediction's number, None if not measured) with a
     bootstrap interval, and McNemar's exact p on the questions where `hit` holds for one only."""
@@ -133,7 +136,7 @@ def pair_table(data, rng, what, value, hit):
                 row.append("-")
                 continue
             diffs = [float(value(x[q])) - float(value(y[q])) for q in shared]
-            lo, hi = bootstrap(diffs, rng)
+            lo, hi = bootstrap(diffs)
             wins = sum(1 for q in shared if hit(x[q]) and not hit(y[q]))
             losses = sum(1 for q in shared if hit(y[q]) and not hit(x[q]))
             p = mcnemar(wins, losses)
@@ -168,7 +171,6 @@ def main():
     ap.add_argument("--limit", type=int, default=300, help="questions a finished run answers")
     args = ap.parse_args()
     runs = Path(args.runs)
-    rng = random.Random(0)
     out = ["# The ESE paper's RAG experiment (Table 3), measured", "",
            f"Made by `python3 eval/paper_rag/report.py` from `{runs}/`; the runs by "
            "`eval/paper_rag/run.sh`. First "
@@ -182,21 +184,21 @@ def main():
         if setting in RETRIEVAL_ONLY:
             out += table(RECALL_TITLE, data, show_recall, missing, setting)
             out += [""] + pair_table(
-                data, rng, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
+                data, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
                 lambda p: p["retrieval"]["recall"]["5"], lambda p: p["retrieval"]["all_supporting"]["5"])
             out += ["", same_retrieval(data, runs_of["dense"]), ""]
             continue
 
-        out += table("Exact match (Recall@5)", data, lambda cell: with_interval(em_values(cell), rng)
+        out += table("Exact match (Recall@5)", data, lambda cell: with_interval(em_values(cell))
                      + f" ({recall(cell, 5):.3f})" + unfinished(cell, args.limit), missing, setting)
         if setting == "dense":
             for m, cells in PAPER.items():
                 out.append(f"| paper: {m.upper()} (bge-base 12 layers / 768 and 64 dims, LLaMA2-7B) | "
                            + " | ".join(f"{cells[c]:.2f}" if c in cells else "" for c in CELLS) + " |")
         out += [""] + table("F1 [95% bootstrap interval]", data, lambda cell: with_interval(
-            [p["f1"] for p in cell.values() if p.get("f1") is not None], rng) + unfinished(cell, args.limit))
+            [p["f1"] for p in cell.values() if p.get("f1") is not None]) + unfinished(cell, args.limit))
         out += [""] + table(RECALL_TITLE, data, show_recall)
-        out += [""] + pair_table(data, rng, "EM difference [paired 95% bootstrap], exact McNemar p",
+        out += [""] + pair_table(data, "EM difference [paired 95% bootstrap], exact McNemar p",
                                  lambda p: p.get("em"), lambda p: p["em"])
         maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in MODELS
                          if (runs / f"{m}-{setting}" / "heatmap.png").exists())
