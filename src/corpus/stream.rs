@@ -194,7 +194,8 @@ pub struct StreamStats {
 }
 
 enum Message {
-    Paragraph(Paragraph),
+    /// A paragraph and the corpus bytes read when it was parsed.
+    Paragraph(Paragraph, u64),
     Done(StreamStats),
     Failed(anyhow::Error),
 }
@@ -206,7 +207,10 @@ pub struct ParagraphStream {
     receiver: Receiver<Message>,
     stats: Option<StreamStats>,
     finished: bool,
+    /// The reader thread's count, a queue of paragraphs ahead of what this stream has given.
     bytes_read: Arc<AtomicU64>,
+    /// Bytes read up to the paragraph last given out.
+    position: u64,
 }
 
 const QUEUE_DEPTH: usize = 4096;
@@ -241,7 +245,10 @@ impl ParagraphStream {
                         }
                         stats.paragraphs += 1;
                         sender
-                            .send(Message::Paragraph(paragraph))
+                            .send(Message::Paragraph(
+                                paragraph,
+                                counter.load(Ordering::Relaxed),
+                            ))
                             .map_err(|_| anyhow!("paragraph consumer went away"))?;
                     }
                     Ok(())
@@ -257,12 +264,15 @@ impl ParagraphStream {
             stats: None,
             finished: false,
             bytes_read,
+            position: 0,
         }
     }
 
-    /// Bytes of the corpus files parsed so far (the parser runs a bounded queue ahead).
+    /// Bytes of the corpus files read up to the paragraph this stream last gave out (to within
+    /// the read buffer), for progress: not the parser's own count, which runs up to a queue of
+    /// paragraphs ahead and so reached the end with a fifth of the encoding still to do.
     pub fn bytes_read(&self) -> u64 {
-        self.bytes_read.load(Ordering::Relaxed)
+        self.position
     }
 
     /// Counts of the whole pass; `None` until the stream has been read to its end.
@@ -279,8 +289,12 @@ impl Iterator for ParagraphStream {
             return None;
         }
         match self.receiver.recv() {
-            Ok(Message::Paragraph(p)) => Some(Ok(p)),
+            Ok(Message::Paragraph(p, position)) => {
+                self.position = position;
+                Some(Ok(p))
+            }
             Ok(Message::Done(stats)) => {
+                self.position = self.bytes_read.load(Ordering::Relaxed);
                 self.stats = Some(stats);
                 self.finished = true;
                 None
@@ -352,6 +366,35 @@ mod tests {
             (stats.records, stats.paragraphs, stats.duplicates),
             (4, 5, 2)
         );
+    }
+
+    /// Progress follows the paragraphs given out, not the reader thread, which by then has
+    /// parsed the whole file into its queue.
+    #[test]
+    fn bytes_read_follows_the_paragraphs_given_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "x".repeat(2000);
+        let records: Vec<String> = (0..1500)
+            .map(|i| format!(r#"{{"context":[["T{i}",["{text}"]]]}}"#))
+            .collect();
+        let path = write(&dir, "big.json", &format!("[{}]", records.join(",")));
+        let size = std::fs::metadata(&path).unwrap().len();
+        let mut stream = ParagraphStream::open(std::slice::from_ref(&path), false);
+        stream.next().unwrap().unwrap();
+        // Time for the reader to parse all 1,500 paragraphs into the queue.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(
+            stream.bytes_read() <= 1 << 20,
+            "{} of {size} bytes after the first paragraph",
+            stream.bytes_read()
+        );
+        let mut last = stream.bytes_read();
+        while let Some(paragraph) = stream.next() {
+            paragraph.unwrap();
+            assert!(stream.bytes_read() >= last);
+            last = stream.bytes_read();
+        }
+        assert_eq!(stream.bytes_read(), size);
     }
 
     #[test]
