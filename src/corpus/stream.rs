@@ -7,7 +7,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
@@ -196,7 +195,8 @@ pub struct StreamStats {
 enum Message {
     /// A paragraph and the corpus bytes read when it was parsed.
     Paragraph(Paragraph, u64),
-    Done(StreamStats),
+    /// The end, with the counts of the pass and the corpus bytes read in all.
+    Done(StreamStats, u64),
     Failed(anyhow::Error),
 }
 
@@ -207,9 +207,8 @@ pub struct ParagraphStream {
     receiver: Receiver<Message>,
     stats: Option<StreamStats>,
     finished: bool,
-    /// The reader thread's count, a queue of paragraphs ahead of what this stream has given.
-    bytes_read: Arc<AtomicU64>,
-    /// Bytes read up to the paragraph last given out.
+    /// Bytes read up to the paragraph last given out (the reader thread's own count runs a
+    /// queue of paragraphs ahead).
     position: u64,
 }
 
@@ -219,9 +218,8 @@ impl ParagraphStream {
     pub fn open(files: &[PathBuf], skip_bad: bool) -> Self {
         let (sender, receiver) = sync_channel(QUEUE_DEPTH);
         let files = files.to_vec();
-        let bytes_read = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&bytes_read);
         std::thread::spawn(move || {
+            let counter = AtomicU64::new(0);
             let mut stats = StreamStats::default();
             let mut seen: HashSet<u128> = HashSet::new();
             let result = files.iter().try_for_each(|path| {
@@ -255,7 +253,7 @@ impl ParagraphStream {
                 })
             });
             let _ = sender.send(match result {
-                Ok(()) => Message::Done(stats),
+                Ok(()) => Message::Done(stats, counter.load(Ordering::Relaxed)),
                 Err(e) => Message::Failed(e),
             });
         });
@@ -263,7 +261,6 @@ impl ParagraphStream {
             receiver,
             stats: None,
             finished: false,
-            bytes_read,
             position: 0,
         }
     }
@@ -293,8 +290,8 @@ impl Iterator for ParagraphStream {
                 self.position = position;
                 Some(Ok(p))
             }
-            Ok(Message::Done(stats)) => {
-                self.position = self.bytes_read.load(Ordering::Relaxed);
+            Ok(Message::Done(stats, bytes)) => {
+                self.position = bytes;
                 self.stats = Some(stats);
                 self.finished = true;
                 None
