@@ -134,9 +134,26 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
     let table = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
     assert!(table.contains("| 3 | 8 | 12 | 100.0 |"), "{table}");
 
+    // Question by question across the cells: a run stopped anywhere has its cells on the
+    // same questions.
+    let predictions = run_dir.join(hotpot::PREDICTIONS_FILE);
+    for (i, p) in hotpot::read_predictions(&predictions)
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            (p.id.as_str(), p.cell),
+            (
+                questions[i / cells.len()].id.as_str(),
+                cells[i % cells.len()]
+            ),
+            "line {i}"
+        );
+    }
+
     // A crash mid-write: keep 20 whole lines and half of the next. The rerun drops the
     // half line and makes exactly the missing predictions.
-    let predictions = run_dir.join(hotpot::PREDICTIONS_FILE);
     let text = std::fs::read_to_string(&predictions).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 36);

@@ -3,13 +3,14 @@
 //!
 //! Resuming: the settings are kept in `config.json`; a run started again with the same settings
 //! reads the predictions already written and does only the rest. Lines are appended whole, and
-//! a line cut short by a crash is dropped on the next start.
+//! a line cut short by a crash is dropped on the next start. The answers go question by question
+//! across the cells, so a run stopped early still compares its cells on the same questions.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -24,6 +25,9 @@ use crate::progress::ms_since;
 use crate::progress::{Progress, ProgressMode};
 use crate::retrieve::{Mode, Retriever, Scored, SearchResponse, SearchTimings};
 use crate::vectors::Matrix;
+
+/// How often a long run brings its reports on disk up to date.
+const REPORT_EVERY: Duration = Duration::from_secs(30);
 
 pub struct RunOptions<'a> {
     pub dir: PathBuf,
@@ -97,10 +101,24 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
         }
         _ => None,
     };
-    for (cell, pending) in pending {
-        let contexts = contexts(options, cell, &pending, encoded.as_ref())?;
-        for (question, context) in pending.into_iter().zip(contexts) {
-            let prediction = predict(options, cell, question, context)?;
+    // Every cell's contexts first (a batched search per cell), then the answers question by
+    // question across the cells: a run stopped early leaves every cell with the same
+    // questions, so its cells compare paired.
+    let mut prompts = pending
+        .iter()
+        .map(|(cell, questions)| {
+            let ids = questions.iter().map(|q| q.id.as_str());
+            let made = contexts(options, *cell, questions, encoded.as_ref())?;
+            Ok((*cell, ids.zip(made).collect::<HashMap<_, _>>()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut reported = Instant::now();
+    for question in options.questions {
+        for (cell, by_question) in &mut prompts {
+            let Some(context) = by_question.remove(question.id.as_str()) else {
+                continue;
+            };
+            let prediction = predict(options, *cell, question, context)?;
             let mut line = serde_json::to_vec(&prediction)?;
             line.push(b'\n');
             out.write_all(&line)
@@ -109,10 +127,15 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
             finished += 1;
             bar.update(finished, || format!("{finished}/{total} predictions"));
         }
-        out.sync_data()
-            .with_context(|| format!("writing {}", path.display()))?;
-        report::write(&options.dir, config, &done, seconds())?;
+        if reported.elapsed() >= REPORT_EVERY {
+            out.sync_data()
+                .with_context(|| format!("writing {}", path.display()))?;
+            report::write(&options.dir, config, &done, seconds())?;
+            reported = Instant::now();
+        }
     }
+    out.sync_data()
+        .with_context(|| format!("writing {}", path.display()))?;
     bar.finish();
     let summary = report::write(&options.dir, config, &done, seconds())?;
     Ok(summary)
