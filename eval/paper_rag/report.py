@@ -85,9 +85,9 @@ def both(cell, k):
     return mean([1.0 if p["retrieval"]["all_supporting"][str(k)] else 0.0 for p in cell.values()])
 
 
-def unfinished(cell, limit):
-    """` (n/N)` for a cell with fewer than `limit` questions measured, else nothing."""
-    return "" if len(cell) >= limit else f" ({len(cell)}/{limit})"
+def unfinished(questions, limit):
+    """` (n/N)` for fewer than `limit` questions measured, else nothing."""
+    return "" if len(questions) >= limit else f" ({len(questions)}/{limit})"
 
 
 def table(title, data, show, missing=None, setting=None):
@@ -120,10 +120,11 @@ def show_recall(cell):
     return " / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10)) + f", {100 * both(cell, 5):.1f}%"
 
 
-def pair_table(data, what, value, hit):
-    """Each ESE model against each baseline at each cell, on the questions both have measured:
-    the mean paired difference of `value` (a prediction's number, None if not measured) with a
-    bootstrap interval, and McNemar's exact p on the questions where `hit` holds for one only."""
+def pair_table(data, what, value, hit, limit):
+    """Each ESE model against each baseline at each cell, on the questions both have measured
+    (`(n/N)` when fewer than `limit`): the mean paired difference of `value` (a prediction's
+    number, None if not measured) with a bootstrap interval, and McNemar's exact p on the
+    questions where `hit` holds for one only."""
     out = [f"### ESE against each baseline: {what}", "",
            "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
     for e, b in PAIRS:
@@ -141,7 +142,7 @@ def pair_table(data, what, value, hit):
             losses = sum(1 for q in shared if hit(y[q]) and not hit(x[q]))
             p = mcnemar(wins, losses)
             row.append(f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], "
-                       + ("p<0.001" if p < 0.001 else f"p={p:.3f}"))
+                       + ("p<0.001" if p < 0.001 else f"p={p:.3f}") + unfinished(shared, limit))
         out.append(f"| {e} - {b} | " + " | ".join(row) + " |")
     return out
 
@@ -185,7 +186,8 @@ def main():
             out += table(RECALL_TITLE, data, show_recall, missing, setting)
             out += [""] + pair_table(
                 data, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
-                lambda p: p["retrieval"]["recall"]["5"], lambda p: p["retrieval"]["all_supporting"]["5"])
+                lambda p: p["retrieval"]["recall"]["5"], lambda p: p["retrieval"]["all_supporting"]["5"],
+                args.limit)
             out += ["", same_retrieval(data, runs_of["dense"]), ""]
             continue
 
@@ -199,7 +201,7 @@ def main():
             [p["f1"] for p in cell.values() if p.get("f1") is not None]) + unfinished(cell, args.limit))
         out += [""] + table(RECALL_TITLE, data, show_recall)
         out += [""] + pair_table(data, "EM difference [paired 95% bootstrap], exact McNemar p",
-                                 lambda p: p.get("em"), lambda p: p["em"])
+                                 lambda p: p.get("em"), lambda p: p["em"], args.limit)
         maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in MODELS
                          if (runs / f"{m}-{setting}" / "heatmap.png").exists())
         out += ["", f"Heatmaps (Recall@5 and EM over layers x dims), one per model: {maps or 'none yet'}", ""]
