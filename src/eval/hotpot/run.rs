@@ -7,7 +7,7 @@
 //! across the cells, so a run stopped early still compares its cells on the same questions.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -112,6 +112,12 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
             Ok((*cell, ids.zip(made).collect::<HashMap<_, _>>()))
         })
         .collect::<Result<Vec<_>>>()?;
+    // The predictions on disk, then the reports made from them.
+    let save = |out: &File, done: &[Prediction]| {
+        out.sync_data()
+            .with_context(|| format!("writing {}", path.display()))?;
+        report::write(&options.dir, config, done, seconds())
+    };
     let mut reported = Instant::now();
     for question in options.questions {
         for (cell, by_question) in &mut prompts {
@@ -128,17 +134,12 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
             bar.update(finished, || format!("{finished}/{total} predictions"));
         }
         if reported.elapsed() >= REPORT_EVERY {
-            out.sync_data()
-                .with_context(|| format!("writing {}", path.display()))?;
-            report::write(&options.dir, config, &done, seconds())?;
+            save(&out, &done)?;
             reported = Instant::now();
         }
     }
-    out.sync_data()
-        .with_context(|| format!("writing {}", path.display()))?;
     bar.finish();
-    let summary = report::write(&options.dir, config, &done, seconds())?;
-    Ok(summary)
+    save(&out, &done)
 }
 
 /// Creates the run directory or checks that it holds a run with these settings, and returns
