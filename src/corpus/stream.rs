@@ -1,11 +1,11 @@
 //! Streaming record readers and the deduplicated paragraph stream built on them.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -21,13 +21,13 @@ pub fn for_each_record(
     path: &Path,
     f: impl FnMut(usize, Result<Record, String>) -> Result<()>,
 ) -> Result<()> {
-    read_records(path, &AtomicU64::new(0), f)
+    read_records(path, &Cell::new(0), f)
 }
 
 /// [`for_each_record`] that also adds the bytes it reads to `bytes_read`, for progress reports.
 fn read_records(
     path: &Path,
-    bytes_read: &AtomicU64,
+    bytes_read: &Cell<u64>,
     mut f: impl FnMut(usize, Result<Record, String>) -> Result<()>,
 ) -> Result<()> {
     let file = File::open(path).with_context(|| format!("opening corpus {}", path.display()))?;
@@ -50,13 +50,13 @@ fn read_records(
 
 struct CountingReader<'a, R> {
     inner: R,
-    bytes_read: &'a AtomicU64,
+    bytes_read: &'a Cell<u64>,
 }
 
 impl<R: Read> Read for CountingReader<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        self.bytes_read.set(self.bytes_read.get() + n as u64);
         Ok(n)
     }
 }
@@ -219,7 +219,7 @@ impl ParagraphStream {
         let (sender, receiver) = sync_channel(QUEUE_DEPTH);
         let files = files.to_vec();
         std::thread::spawn(move || {
-            let counter = AtomicU64::new(0);
+            let counter = Cell::new(0);
             let mut stats = StreamStats::default();
             let mut seen: HashSet<u128> = HashSet::new();
             let result = files.iter().try_for_each(|path| {
@@ -243,17 +243,14 @@ impl ParagraphStream {
                         }
                         stats.paragraphs += 1;
                         sender
-                            .send(Message::Paragraph(
-                                paragraph,
-                                counter.load(Ordering::Relaxed),
-                            ))
+                            .send(Message::Paragraph(paragraph, counter.get()))
                             .map_err(|_| anyhow!("paragraph consumer went away"))?;
                     }
                     Ok(())
                 })
             });
             let _ = sender.send(match result {
-                Ok(()) => Message::Done(stats, counter.load(Ordering::Relaxed)),
+                Ok(()) => Message::Done(stats, counter.get()),
                 Err(e) => Message::Failed(e),
             });
         });
