@@ -3,7 +3,8 @@
 and Recall@5 per model x depth x size, F1, the paper's numbers beneath, retrieval per cell, and a
 paired test of each ESE model against each baseline at each cell (exact McNemar on the
 questions one answers right and the other wrong, and a paired bootstrap interval of the EM
-difference; for the retrieval-only runs the same on Recall@5 and both@5).
+difference; for the retrieval-only runs the same on Recall@5 and both@5), and where each EM
+difference comes from (the questions split by whose retrieval holds more supporting paragraphs).
 
     python3 eval/paper_rag/report.py [--runs eval/paper_rag/runs] [--out eval/paper_rag/results.md]
 
@@ -147,6 +148,33 @@ def pair_table(data, what, value, hit, limit):
     return out
 
 
+def split_by_retrieval(data):
+    """Where each EM difference comes from: the questions both answered, split by whose top five
+    hold more supporting paragraphs (ESE's, as many, the baseline's), each group as `n: ESE's
+    right answers - the baseline's`. A retrieval gain that reaches the answers shows in the first
+    group; the generator's spread on equal contexts in the second."""
+    out = ["### Where the EM differences come from", "",
+           "Questions split by whose top five hold more supporting paragraphs: ESE's / as many / "
+           "the baseline's; each group `n: ESE right - baseline right`.", "",
+           "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
+    for e, b in PAIRS:
+        row = []
+        for c in CELLS:
+            x, y = (data[e] or {}).get(c) or {}, (data[b] or {}).get(c) or {}
+            groups = [[0, 0, 0] for _ in range(3)]
+            for q in set(x) & set(y):
+                if x[q].get("em") is None or y[q].get("em") is None:
+                    continue
+                gap = x[q]["retrieval"]["recall"]["5"] - y[q]["retrieval"]["recall"]["5"]
+                g = groups[0 if gap > 0 else 1 if gap == 0 else 2]
+                g[0] += 1
+                g[1] += x[q]["em"]
+                g[2] += y[q]["em"]
+            row.append(" / ".join(f"{n}: {r}-{s}" for n, r, s in groups) if any(g[0] for g in groups) else "-")
+        out.append(f"| {e} - {b} | " + " | ".join(row) + " |")
+    return out
+
+
 def same_retrieval(retrieval, dense):
     """Checks that the dense runs read what the retrieval-only runs retrieved, question by question."""
     checked, differ = 0, []
@@ -202,6 +230,7 @@ def main():
         out += [""] + table(RECALL_TITLE, data, show_recall)
         out += [""] + pair_table(data, "EM difference [paired 95% bootstrap], exact McNemar p",
                                  lambda p: p.get("em"), lambda p: p["em"], args.limit)
+        out += [""] + split_by_retrieval(data)
         maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in MODELS
                          if (runs / f"{m}-{setting}" / "heatmap.png").exists())
         out += ["", f"Heatmaps (Recall@5 and EM over layers x dims), one per model: {maps or 'none yet'}", ""]
