@@ -121,31 +121,36 @@ def show_recall(cell):
     return " / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10)) + f", {100 * both(cell, 5):.1f}%"
 
 
-def pair_table(data, what, value, hit, limit):
-    """Each ESE model against each baseline at each cell, on the questions both have measured
-    (`(n/N)` when fewer than `limit`): the mean paired difference of `value` (a prediction's
-    number, None if not measured) with a bootstrap interval, and McNemar's exact p on the
-    questions where `hit` holds for one only."""
-    out = [f"### ESE against each baseline: {what}", "",
-           "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
+def pair_rows(data, title, value, show, note=None):
+    """A table of each ESE model against each baseline at each cell: `show(x, y, shared)` of the
+    two cells' predictions by question id and the questions where `value` (a prediction's
+    number, None if not measured) is measured in both, `-` where there are none."""
+    out = [f"### {title}", ""] + ([note, ""] if note else []) + [
+        "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
     for e, b in PAIRS:
         row = []
         for c in CELLS:
-            x, y = (data[e] or {}).get(c), (data[b] or {}).get(c)
-            shared = [q for q in sorted(set(x or {}) & set(y or {}))
+            x, y = (data[e] or {}).get(c) or {}, (data[b] or {}).get(c) or {}
+            shared = [q for q in sorted(set(x) & set(y))
                       if value(x[q]) is not None and value(y[q]) is not None]
-            if not shared:
-                row.append("-")
-                continue
-            diffs = [float(value(x[q])) - float(value(y[q])) for q in shared]
-            lo, hi = bootstrap(diffs)
-            wins = sum(1 for q in shared if hit(x[q]) and not hit(y[q]))
-            losses = sum(1 for q in shared if hit(y[q]) and not hit(x[q]))
-            p = mcnemar(wins, losses)
-            row.append(f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], "
-                       + ("p<0.001" if p < 0.001 else f"p={p:.3f}") + unfinished(shared, limit))
+            row.append(show(x, y, shared) if shared else "-")
         out.append(f"| {e} - {b} | " + " | ".join(row) + " |")
     return out
+
+
+def pair_table(data, what, value, hit, limit):
+    """Each ESE model against each baseline at each cell, on the questions both have measured
+    (`(n/N)` when fewer than `limit`): the mean paired difference of `value` with a bootstrap
+    interval, and McNemar's exact p on the questions where `hit` holds for one only."""
+    def show(x, y, shared):
+        diffs = [float(value(x[q])) - float(value(y[q])) for q in shared]
+        lo, hi = bootstrap(diffs)
+        wins = sum(1 for q in shared if hit(x[q]) and not hit(y[q]))
+        losses = sum(1 for q in shared if hit(y[q]) and not hit(x[q]))
+        p = mcnemar(wins, losses)
+        return (f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], "
+                + ("p<0.001" if p < 0.001 else f"p={p:.3f}") + unfinished(shared, limit))
+    return pair_rows(data, f"ESE against each baseline: {what}", value, show)
 
 
 def split_by_retrieval(data):
@@ -153,26 +158,18 @@ def split_by_retrieval(data):
     hold more supporting paragraphs (ESE's, as many, the baseline's), each group as `n: ESE's
     right answers - the baseline's`. A retrieval gain that reaches the answers shows in the first
     group; the generator's spread on equal contexts in the second."""
-    out = ["### Where the EM differences come from", "",
-           "Questions split by whose top five hold more supporting paragraphs: ESE's / as many / "
-           "the baseline's; each group `n: ESE right - baseline right`.", "",
-           "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
-    for e, b in PAIRS:
-        row = []
-        for c in CELLS:
-            x, y = (data[e] or {}).get(c) or {}, (data[b] or {}).get(c) or {}
-            groups = [[0, 0, 0] for _ in range(3)]
-            for q in set(x) & set(y):
-                if x[q].get("em") is None or y[q].get("em") is None:
-                    continue
-                gap = x[q]["retrieval"]["recall"]["5"] - y[q]["retrieval"]["recall"]["5"]
-                g = groups[0 if gap > 0 else 1 if gap == 0 else 2]
-                g[0] += 1
-                g[1] += x[q]["em"]
-                g[2] += y[q]["em"]
-            row.append(" / ".join(f"{n}: {r}-{s}" for n, r, s in groups) if any(g[0] for g in groups) else "-")
-        out.append(f"| {e} - {b} | " + " | ".join(row) + " |")
-    return out
+    def show(x, y, shared):
+        groups = [[0, 0, 0] for _ in range(3)]
+        for q in shared:
+            gap = x[q]["retrieval"]["recall"]["5"] - y[q]["retrieval"]["recall"]["5"]
+            g = groups[0 if gap > 0 else 1 if gap == 0 else 2]
+            g[0] += 1
+            g[1] += x[q]["em"]
+            g[2] += y[q]["em"]
+        return " / ".join(f"{n}: {r}-{s}" for n, r, s in groups)
+    return pair_rows(data, "Where the EM differences come from", lambda p: p.get("em"), show,
+                     "Questions split by whose top five hold more supporting paragraphs: ESE's / as many / "
+                     "the baseline's; each group `n: ESE right - baseline right`.")
 
 
 def same_retrieval(retrieval, dense):
