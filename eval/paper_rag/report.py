@@ -17,9 +17,13 @@ import math
 import random
 from pathlib import Path
 
-MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "raw-paper", "mrl-paper", "2dmse-paper", "ese-paper"]
-# Each ESE model against the baselines trained alike: with the teacher terms, and without.
-PAIRS = [("ese", b) for b in ("raw", "mrl", "2dmse")] + [("ese-paper", f"{b}-paper") for b in ("raw", "mrl", "2dmse")]
+MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "ese-sw1", "raw-paper", "mrl-paper", "2dmse-paper",
+          "ese-paper"]
+# Each ESE model against the baselines trained alike: with the teacher terms (ese, and ese-sw1
+# without the ESE-only shallow weight), and without them; and ese against ese-sw1, what the
+# shallow weight does.
+PAIRS = ([(e, b) for e in ("ese", "ese-sw1") for b in ("raw", "mrl", "2dmse")] + [("ese", "ese-sw1")]
+         + [("ese-paper", f"{b}-paper") for b in ("raw", "mrl", "2dmse")])
 SETTINGS = {
     "retrieval": "the paper's dense retrieval without the generator (in before the answers)",
     "dense": "dense retrieval, the top 5 paragraphs whole (the paper's setting)",

@@ -3,7 +3,7 @@
 # trained the same way, then HotpotQA recall and exact match at 6 / 3 layers x 384 / 64 dims.
 #
 #   eval/paper_rag/run.sh [MODEL...]
-#       (default: untrained raw mrl 2dmse ese, then raw-paper mrl-paper 2dmse-paper ese-paper;
+#       (default: untrained raw mrl 2dmse ese ese-sw1, then raw-paper mrl-paper 2dmse-paper ese-paper;
 #       each group evaluated setting by setting: retrieval, dense, default)
 #
 # Every model trains on the same data (the NLI triplets plus the titled pairs of
@@ -12,6 +12,8 @@
 #                     (--distill-weight 2 --embedding-distill-weight 20, on the layers and sizes
 #                     each method trains)
 #   ese               ESE with the HotpotQA recipe: k = 64, shallow weight 5, the teacher terms
+#   ese-sw1           the same without the one ESE-only term of the recipe, the shallow weight:
+#                     the paper's layer weights 1/(1+ln i) as they are, the teacher terms kept
 #   raw-paper, mrl-paper, 2dmse-paper, ese-paper
 #                     each method's own objective alone, no teacher (ese-paper: k = 64, weights
 #                     1/(1+ln i)): the comparison without the terms beyond the papers
@@ -55,7 +57,7 @@ OUT=${OUT:-eval/paper_rag}
 read -r -a settings <<<"${SETTINGS:-retrieval dense default}"
 LAYERS=3,6
 DIMS=64,384
-main=(untrained raw mrl 2dmse ese)
+main=(untrained raw mrl 2dmse ese ese-sw1)
 paper=(raw-paper mrl-paper 2dmse-paper ese-paper)
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=("${main[@]}" "${paper[@]}")
@@ -72,9 +74,10 @@ flags() { # model -> its training flags
   case $1 in
     raw|mrl|2dmse) echo "--mode $1 $teacher" ;;
     ese) echo "--mode ese --compression-size 64 --shallow-weight 5 $teacher" ;;
+    ese-sw1) echo "--mode ese --compression-size 64 $teacher" ;;
     raw-paper|mrl-paper|2dmse-paper) echo "--mode ${1%-paper}" ;;
     ese-paper) echo "--mode ese --compression-size 64" ;;
-    *) echo "unknown model '$1' (untrained raw mrl 2dmse ese raw-paper mrl-paper 2dmse-paper ese-paper)" >&2; return 1 ;;
+    *) echo "unknown model '$1' (untrained raw mrl 2dmse ese ese-sw1 raw-paper mrl-paper 2dmse-paper ese-paper)" >&2; return 1 ;;
   esac
 }
 
