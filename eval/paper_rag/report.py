@@ -5,8 +5,11 @@ paired test of each ESE model against each baseline at each cell (exact McNemar 
 questions one answers right and the other wrong, and a paired bootstrap interval of the EM
 difference; for the retrieval-only runs the same on Recall@5 and both@5), and where each EM
 difference comes from (the questions split by whose retrieval holds more supporting paragraphs).
+Also the learning rate of each -paper model chosen on the fullwiki questions (the `tuning` runs),
+and those chosen models beside the rest.
 
     python3 eval/paper_rag/report.py [--runs eval/paper_rag/runs] [--out eval/paper_rag/results.md]
+    python3 eval/paper_rag/report.py --chosen   # prints the chosen -paper models (for run.sh)
 
 Reads runs/<model>-<setting>/predictions.jsonl as `rag eval` writes them (eval/paper_rag/run.sh);
 a missing or unfinished run shows as such, so the report can be made at any point.
@@ -15,6 +18,8 @@ import argparse
 import json
 import math
 import random
+import re
+import sys
 from pathlib import Path
 
 MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "ese-sw1", "raw-paper", "mrl-paper", "2dmse-paper",
@@ -24,6 +29,9 @@ MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "ese-sw1", "raw-paper", "mr
 # shallow weight does.
 PAIRS = ([(e, b) for e in ("ese", "ese-sw1") for b in ("raw", "mrl", "2dmse")] + [("ese", "ese-sw1")]
          + [("ese-paper", f"{b}-paper") for b in ("raw", "mrl", "2dmse")])
+# The models trained without a teacher at the shared learning rate, whose rate the `tuning` runs
+# (on the fullwiki questions) choose: runs <model>-tuning and <model>-lr<RATE>-tuning.
+TUNED = [m for m in MODELS if m.endswith("-paper")]
 SETTINGS = {
     "retrieval": "the paper's dense retrieval without the generator (in before the answers)",
     "dense": "dense retrieval, the top 5 paragraphs whole (the paper's setting)",
@@ -99,7 +107,7 @@ def table(title, data, show, missing=None, setting=None):
     """A model x cell table of `show(cell)` (a cell: its predictions by question id), `-` where a
     run has no such cell yet; those are added to `missing` if given."""
     out = [f"### {title}", "", HEAD, RULE]
-    for m in MODELS:
+    for m in data:
         row = []
         for c in CELLS:
             cell = (data[m] or {}).get(c)
@@ -125,13 +133,13 @@ def show_recall(cell):
     return " / ".join(f"{recall(cell, k):.3f}" for k in (1, 2, 5, 10)) + f", {100 * both(cell, 5):.1f}%"
 
 
-def pair_rows(data, title, value, show, note=None):
-    """A table of each ESE model against each baseline at each cell: `show(x, y, shared)` of the
+def pair_rows(data, pairs, title, value, show, note=None):
+    """A table of each (ESE model, baseline) of `pairs` at each cell: `show(x, y, shared)` of the
     two cells' predictions by question id and the questions where `value` (a prediction's
     number, None if not measured) is measured in both, `-` where there are none."""
     out = [f"### {title}", ""] + ([note, ""] if note else []) + [
         "| pair | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " |", "| --- |" + " ---: |" * len(CELLS)]
-    for e, b in PAIRS:
+    for e, b in pairs:
         row = []
         for c in CELLS:
             x, y = (data[e] or {}).get(c) or {}, (data[b] or {}).get(c) or {}
@@ -142,7 +150,7 @@ def pair_rows(data, title, value, show, note=None):
     return out
 
 
-def pair_table(data, what, value, hit, limit):
+def pair_table(data, pairs, what, value, hit, limit):
     """Each ESE model against each baseline at each cell, on the questions both have measured
     (`(n/N)` when fewer than `limit`): the mean paired difference of `value` with a bootstrap
     interval, and McNemar's exact p on the questions where `hit` holds for one only."""
@@ -154,10 +162,10 @@ def pair_table(data, what, value, hit, limit):
         p = mcnemar(wins, losses)
         return (f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], "
                 + ("p<0.001" if p < 0.001 else f"p={p:.3f}") + unfinished(shared, limit))
-    return pair_rows(data, f"ESE against each baseline: {what}", value, show)
+    return pair_rows(data, pairs, f"ESE against each baseline: {what}", value, show)
 
 
-def split_by_retrieval(data):
+def split_by_retrieval(data, pairs):
     """Where each EM difference comes from: the questions both answered, split by whose top five
     hold more supporting paragraphs (ESE's, as many, the baseline's), each group as `n: ESE's
     right answers - the baseline's`. A retrieval gain that reaches the answers shows in the first
@@ -171,7 +179,7 @@ def split_by_retrieval(data):
             g[1] += x[q]["em"]
             g[2] += y[q]["em"]
         return " / ".join(f"{n}: {r}-{s}" for n, r, s in groups)
-    return pair_rows(data, "Where the EM differences come from", lambda p: p.get("em"), show,
+    return pair_rows(data, pairs, "Where the EM differences come from", lambda p: p.get("em"), show,
                      "Questions split by whose top five hold more supporting paragraphs: ESE's / as many / "
                      "the baseline's; each group `n: ESE right - baseline right`.")
 
@@ -179,7 +187,7 @@ def split_by_retrieval(data):
 def same_retrieval(retrieval, dense):
     """Checks that the dense runs read what the retrieval-only runs retrieved, question by question."""
     checked, differ = 0, []
-    for m in MODELS:
+    for m in retrieval:
         for c, cell in (retrieval[m] or {}).items():
             answered = (dense[m] or {}).get(c, {})
             for q, p in cell.items():
@@ -194,27 +202,98 @@ def same_retrieval(retrieval, dense):
             "have answered so far.")
 
 
+def tuning_runs(runs):
+    """{-paper model: [(candidate model, its tuning cells, its questions)]}: the runs
+    <model>-tuning (the shared learning rate) and <model>-lr<RATE>-tuning."""
+    found = {}
+    dirs = sorted(d for d in runs.iterdir() if d.is_dir()) if runs.is_dir() else []
+    for m in TUNED:
+        pattern = re.compile(rf"{re.escape(m)}(-lr[^-].*)?-tuning")
+        for d in dirs:
+            if pattern.fullmatch(d.name):
+                config = json.loads((d / "config.json").read_text())
+                found.setdefault(m, []).append((d.name[:-len("-tuning")], load(d), config["questions"]))
+    return found
+
+
+def tuning_score(cells, questions):
+    """Mean Recall@5 over the grid's cells, or None until every cell has every question."""
+    if not cells or any(len(cells.get(c, {})) < questions for c in CELLS):
+        return None
+    return mean([recall(cells[c], 5) for c in CELLS])
+
+
+def chosen(found):
+    """{-paper model: its candidate with the best mean Recall@5 on the tuning questions} for the
+    models whose every candidate is finished (ties: the first by name)."""
+    best = {}
+    for m, candidates in found.items():
+        scores = [(tuning_score(cells, n), name) for name, cells, n in candidates]
+        if all(score is not None for score, _ in scores):
+            best[m] = max(scores, key=lambda s: s[0])[1]
+    return best
+
+
+def tuning_table(found, best):
+    out = ["## tuning: the -paper group's learning rate, chosen on the fullwiki questions", "",
+           "Recall@5 of dense retrieval on the fullwiki questions whose supporting paragraphs are in the "
+           "corpus (`eval/answers/tuning_questions.py`); the mean over the grid chooses: **bold**, the best "
+           "of the candidates run so far.", "",
+           "| candidate | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " | mean |",
+           "| --- |" + " ---: |" * (len(CELLS) + 1)]
+    for m, candidates in found.items():
+        for name, cells, n in candidates:
+            score = tuning_score(cells, n)
+            row = [f"{recall(cells[c], 5):.3f}{unfinished(cells[c], n)}" if cells and c in cells else "-"
+                   for c in CELLS]
+            mark = "**" if best.get(m) == name else ""
+            out.append(f"| {mark}{name}{mark} | " + " | ".join(row) + " | "
+                       + (f"{mark}{score:.3f}{mark}" if score is not None else "-") + " |")
+    return out + [""]
+
+
+def lineup(best):
+    """The models and pairs of the report: MODELS and PAIRS, and once every -paper model's
+    learning rate is chosen, the chosen ones that differ from the shared rate's with their pairs."""
+    if set(best) != set(TUNED):
+        return MODELS, PAIRS
+    extra = [best[m] for m in TUNED if best[m] != m]
+    pairs = [(best["ese-paper"], best[f"{b}-paper"]) for b in ("raw", "mrl", "2dmse")]
+    return MODELS + extra, PAIRS + [p for p in pairs if p not in PAIRS]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", default="eval/paper_rag/runs")
     ap.add_argument("--out", default="eval/paper_rag/results.md")
     ap.add_argument("--limit", type=int, default=300, help="questions a finished run answers")
+    ap.add_argument("--chosen", action="store_true",
+                    help="print the -paper models at their chosen learning rates and write nothing")
     args = ap.parse_args()
     runs = Path(args.runs)
+    found = tuning_runs(runs)
+    best = chosen(found)
+    if args.chosen:
+        if set(best) != set(TUNED):
+            sys.exit("report.py --chosen: no finished tuning runs for "
+                     + ", ".join(m for m in TUNED if m not in best) + f" under {runs}/")
+        print(" ".join(best[m] for m in TUNED))
+        return
+    models, pairs = lineup(best)
     out = ["# The ESE paper's RAG experiment (Table 3), measured", "",
            f"Made by `python3 eval/paper_rag/report.py` from `{runs}/`; the runs by "
            "`eval/paper_rag/run.sh`. First "
            f"{args.limit} distractor questions, default generator. Cells: EM [95% bootstrap "
            "interval] and Recall@5; `-` not run yet, `(n/N)` unfinished.", ""]
     missing = []
-    runs_of = {s: {m: load(runs / f"{m}-{s}") for m in MODELS} for s in SETTINGS}
+    runs_of = {s: {m: load(runs / f"{m}-{s}") for m in models} for s in SETTINGS}
     for setting, what in SETTINGS.items():
         data = runs_of[setting]
         out += [f"## {setting}: {what}", ""]
         if setting in RETRIEVAL_ONLY:
             out += table(RECALL_TITLE, data, show_recall, missing, setting)
             out += [""] + pair_table(
-                data, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
+                data, pairs, "Recall@5 difference [paired 95% bootstrap], exact McNemar p on both@5",
                 lambda p: p["retrieval"]["recall"]["5"], lambda p: p["retrieval"]["all_supporting"]["5"],
                 args.limit)
             out += ["", same_retrieval(data, runs_of["dense"]), ""]
@@ -229,12 +308,13 @@ def main():
         out += [""] + table("F1 [95% bootstrap interval]", data, lambda cell: with_interval(
             [p["f1"] for p in cell.values() if p.get("f1") is not None]) + unfinished(cell, args.limit))
         out += [""] + table(RECALL_TITLE, data, show_recall)
-        out += [""] + pair_table(data, "EM difference [paired 95% bootstrap], exact McNemar p",
+        out += [""] + pair_table(data, pairs, "EM difference [paired 95% bootstrap], exact McNemar p",
                                  lambda p: p.get("em"), lambda p: p["em"], args.limit)
-        out += [""] + split_by_retrieval(data)
-        maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in MODELS
+        out += [""] + split_by_retrieval(data, pairs)
+        maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in models
                          if (runs / f"{m}-{setting}" / "heatmap.png").exists())
         out += ["", f"Heatmaps (Recall@5 and EM over layers x dims), one per model: {maps or 'none yet'}", ""]
+    out += tuning_table(found, best) if found else []
     if missing:
         out += ["## Not measured yet", "", ", ".join(missing), ""]
     Path(args.out).write_text("\n".join(out))

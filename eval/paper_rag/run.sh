@@ -4,7 +4,8 @@
 #
 #   eval/paper_rag/run.sh [MODEL...]
 #       (default: untrained raw mrl 2dmse ese ese-sw1, then raw-paper mrl-paper 2dmse-paper ese-paper;
-#       each group evaluated setting by setting: retrieval, dense, default)
+#       each group evaluated setting by setting: retrieval, dense, default; then the learning
+#       rate of the -paper group, chosen on the fullwiki questions: see "tuning" below)
 #
 # Every model trains on the same data (the NLI triplets plus the titled pairs of
 # --pairs-from-corpus from both HotpotQA sample files), steps, learning rate and seed:
@@ -18,13 +19,22 @@
 #                     each method's own objective alone, no teacher (ese-paper: k = 64, weights
 #                     1/(1+ln i)): the comparison without the terms beyond the papers
 #   untrained         the base model, for reference
+#   MODEL-lrRATE      MODEL trained at learning rate RATE instead of $LR (raw-paper-lr5e-5);
+#                     MODEL-lr$LR, spelled as $LR is, names MODEL itself
 # Each model is then evaluated on the first $LIMIT distractor questions, over the grid
 # layers 3,6 x dims 64,384 (a sweep: one encoding of the corpus per model, an index of its own
 # built once under index/), in three settings: `retrieval` is the paper's dense retrieval
 # without the generator (seconds per model once its index exists, so that every model's recall
 # is in long before the answers), `dense` is the paper's setting (the same retrieval, the five
 # retrieved paragraphs whole, greedy answers), `default` is rag's ask pipeline (fusion, two
-# hops, 200 context tokens, the yes/no bias).
+# hops, 200 context tokens, the yes/no bias). A fourth setting, `tuning`, is `retrieval` on the
+# fullwiki questions whose supporting paragraphs are in the corpus (eval/answers/
+# tuning_questions.py), all of them: what chooses a setting, as the distractor questions never do.
+#
+# The shared learning rate was chosen for the teacher recipe. Without a teacher each objective
+# may want another, so, with no MODEL given, the -paper group is last trained at each rate of
+# $PAPER_LRS, each candidate evaluated in `tuning`, and each method's rate with the best mean
+# Recall@5 over the grid (report.py --chosen) evaluated in every setting as the -paper group was.
 # Runs go to $OUT/runs/<model>-<setting>/ and are committed, finished or not: the experiment
 # takes more CPU than one sitting, and the runs are what carries it from one to the next.
 # eval/paper_rag/report.py makes the table.
@@ -43,7 +53,7 @@
 #
 # Settings (environment): STEPS (600), LR (2e-4), SEED (42), LIMIT (300), RAG_DATA
 # (../shared/data), RAG_LLM (the default 1.5B generator), MODELS_DIR (data/trained/paper-rag),
-# OUT (eval/paper_rag), SETTINGS ("retrieval dense default").
+# OUT (eval/paper_rag), SETTINGS ("retrieval dense default"), PAPER_LRS ("2e-5 5e-5 $LR").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/common.sh
@@ -55,6 +65,7 @@ DATA=${RAG_DATA:-../shared/data}
 MODELS_DIR=${MODELS_DIR:-data/trained/paper-rag}
 OUT=${OUT:-eval/paper_rag}
 read -r -a settings <<<"${SETTINGS:-retrieval dense default}"
+read -r -a paper_lrs <<<"${PAPER_LRS:-2e-5 5e-5 $LR}"
 LAYERS=3,6
 DIMS=64,384
 main=(untrained raw mrl 2dmse ese ese-sw1)
@@ -67,15 +78,32 @@ mkdir -p "$OUT/train" "$OUT/runs" "$MODELS_DIR"
 hotpot=$DATA/hotpotqa
 common=(--data nli --data-dir "$DATA" --pairs-from-corpus "$hotpot/hotpot_dev_fullwiki_sample.json"
         --pairs-from-corpus "$hotpot/hotpot_dev_distractor_sample.json"
-        --max-steps "$STEPS" --lr "$LR" --seed "$SEED" --no-eval)
+        --max-steps "$STEPS" --seed "$SEED" --no-eval)
 
 teacher="--distill-weight 2 --embedding-distill-weight 20"
-flags() { # model -> its training flags
+base() { # model -> the model without its learning rate
+  echo "${1%-lr*}"
+}
+
+lr_of() { # model -> its learning rate
   case $1 in
-    raw|mrl|2dmse) echo "--mode $1 $teacher" ;;
+    *-lr*) echo "${1##*-lr}" ;;
+    *) echo "$LR" ;;
+  esac
+}
+
+canon() { # model -> its one name: MODEL-lr$LR is MODEL
+  if [ "$(lr_of "$1")" = "$LR" ]; then base "$1"; else echo "$1"; fi
+}
+
+flags() { # model -> its training flags
+  local m
+  m=$(base "$1")
+  case $m in
+    raw|mrl|2dmse) echo "--mode $m $teacher" ;;
     ese) echo "--mode ese --compression-size 64 --shallow-weight 5 $teacher" ;;
     ese-sw1) echo "--mode ese --compression-size 64 $teacher" ;;
-    raw-paper|mrl-paper|2dmse-paper) echo "--mode ${1%-paper}" ;;
+    raw-paper|mrl-paper|2dmse-paper) echo "--mode ${m%-paper}" ;;
     ese-paper) echo "--mode ese --compression-size 64" ;;
     *) echo "unknown model '$1' (untrained raw mrl 2dmse ese ese-sw1 raw-paper mrl-paper 2dmse-paper ese-paper)" >&2; return 1 ;;
   esac
@@ -106,7 +134,7 @@ train() { # model
   echo "== training $1: $f"
   # shellcheck disable=SC2086 # the flags are words
   # Through a partial file, as every summary here: an interrupted run must not leave it empty.
-  "$RAG_BIN" train --out "$dir" --resume $f "${common[@]}" --json >"$OUT/train/$1.json.part"
+  "$RAG_BIN" train --out "$dir" --resume $f --lr "$(lr_of "$1")" "${common[@]}" --json >"$OUT/train/$1.json.part"
   mv "$OUT/train/$1.json.part" "$OUT/train/$1.json"
   local sums=$OUT/train/$1.$(kernels).sha256
   if [ -f "$sums" ]; then
@@ -117,38 +145,47 @@ train() { # model
   fi
 }
 
-finished() { # run name: whether its every question has every cell
+tuning_questions=$OUT/tuning/questions.json
+tuning_count() { # -> how many tuning questions (written first where missing)
+  [ -f "$tuning_questions" ] || { mkdir -p "$OUT/tuning" && python3 eval/answers/tuning_questions.py "$DATA" "$tuning_questions" >&2; }
+  python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$tuning_questions"
+}
+
+finished() { # run name, questions: whether its every question has every cell
   local file=$OUT/runs/$1/predictions.jsonl
   local cells=$(( $(tr ',' '\n' <<<"$LAYERS" | wc -l) * $(tr ',' '\n' <<<"$DIMS" | wc -l) ))
-  [ -f "$file" ] && [ "$(wc -l <"$file")" -ge $((LIMIT * cells)) ]
+  [ -f "$file" ] && [ "$(wc -l <"$file")" -ge $(($2 * cells)) ]
 }
 
 evaluate() { # model, setting
-  local name=$1-$2 model=$1 retrieval
-  if finished "$name"; then
+  local name=$1-$2 model=$1 questions=$LIMIT retrieval
+  [ "$2" != tuning ] || questions=$(tuning_count)
+  if finished "$name" "$questions"; then
     echo "== $name: finished"
     return
   fi
   case $2 in
-    retrieval) retrieval=(--mode dense --hops 1 --no-generate) ;;
+    retrieval) retrieval=(--mode dense --hops 1 --no-generate --limit "$LIMIT") ;;
+    tuning) retrieval=(--mode dense --hops 1 --no-generate --questions "$tuning_questions") ;;
     # The paper's generator decoded greedily: no yes/no bias, answers not kept to spans.
     dense)
-      finished "$1-retrieval" || { echo "== $name: waits for $1-retrieval" >&2; return; }
+      finished "$1-retrieval" "$LIMIT" || { echo "== $name: waits for $1-retrieval" >&2; return; }
       model=untrained
       retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0 --extractive false
-                 --rankings-from "$OUT/runs/$1-retrieval") ;;
-    default) retrieval=() ;;
-    *) echo "unknown setting '$2' (retrieval dense default)" >&2; return 1 ;;
+                 --rankings-from "$OUT/runs/$1-retrieval" --limit "$LIMIT") ;;
+    default) retrieval=(--limit "$LIMIT") ;;
+    *) echo "unknown setting '$2' (retrieval dense default tuning)" >&2; return 1 ;;
   esac
   train "$model"
   echo "== evaluating $name"
   "$RAG_BIN" eval --model "$(model_dir "$model")" --data-dir "$DATA" --sweep --layers "$LAYERS" --dims "$DIMS" \
-    --limit "$LIMIT" "${retrieval[@]}" --name "$name" --runs-dir "$OUT/runs" --json >"$OUT/runs/$name.json.part"
+    "${retrieval[@]}" --name "$name" --runs-dir "$OUT/runs" --json >"$OUT/runs/$name.json.part"
   mv "$OUT/runs/$name.json.part" "$OUT/runs/$name.json"
 }
 
-for model in "${models[@]}"; do
-  [ "$model" = untrained ] || flags "$model" >/dev/null
+for i in "${!models[@]}"; do
+  [ "${models[$i]}" = untrained ] || flags "${models[$i]}" >/dev/null
+  models[i]=$(canon "${models[$i]}")
 done
 # A group's models are evaluated setting by setting, so that the headline comparison (the main
 # models, dense) is complete before the rest: on 2 cores the whole grid is days of CPU, and
@@ -159,10 +196,22 @@ run_group() { # MODEL...
     for model in "$@"; do evaluate "$model" "$setting"; done
   done
 }
+tune() { # MODEL...: the `tuning` setting alone
+  local -a settings=(tuning)
+  run_group "$@"
+}
 if [ $# -gt 0 ]; then
   run_group "${models[@]}"
 else
   run_group "${main[@]}"
   run_group "${paper[@]}"
+  candidates=()
+  for model in "${paper[@]}"; do
+    for lr in "${paper_lrs[@]}"; do candidates+=("$(canon "$model-lr$lr")"); done
+  done
+  tune "${candidates[@]}"
+  read -r -a chosen <<<"$(python3 eval/paper_rag/report.py --runs "$OUT/runs" --chosen)"
+  echo "== the -paper group at its learning rates chosen on the fullwiki questions: ${chosen[*]}"
+  run_group "${chosen[@]}"
 fi
 echo "done: ${models[*]} x ${settings[*]} -> $OUT/runs/ (python3 eval/paper_rag/report.py writes the table)"
