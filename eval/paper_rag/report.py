@@ -27,8 +27,9 @@ MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "ese-sw1", "raw-paper", "mr
 # Each ESE model against the baselines trained alike: with the teacher terms (ese, and ese-sw1
 # without the ESE-only shallow weight), and without them; and ese against ese-sw1, what the
 # shallow weight does.
-PAIRS = ([(e, b) for e in ("ese", "ese-sw1") for b in ("raw", "mrl", "2dmse")] + [("ese", "ese-sw1")]
-         + [("ese-paper", f"{b}-paper") for b in ("raw", "mrl", "2dmse")])
+BASELINES = ("raw", "mrl", "2dmse")
+PAIRS = ([(e, b) for e in ("ese", "ese-sw1") for b in BASELINES] + [("ese", "ese-sw1")]
+         + [("ese-paper", f"{b}-paper") for b in BASELINES])
 # The models trained without a teacher at the shared learning rate, whose rate the `tuning` runs
 # (on the fullwiki questions) choose: runs <model>-tuning and <model>-lr<RATE>-tuning.
 TUNED = [m for m in MODELS if m.endswith("-paper")]
@@ -258,7 +259,7 @@ def lineup(best):
     if set(best) != set(TUNED):
         return MODELS, PAIRS
     extra = [best[m] for m in TUNED if best[m] != m]
-    pairs = [(best["ese-paper"], best[f"{b}-paper"]) for b in ("raw", "mrl", "2dmse")]
+    pairs = [(best["ese-paper"], best[f"{b}-paper"]) for b in BASELINES]
     return MODELS + extra, PAIRS + [p for p in pairs if p not in PAIRS]
 
 

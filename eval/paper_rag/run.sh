@@ -158,28 +158,30 @@ finished() { # run name, questions: whether its every question has every cell
 }
 
 evaluate() { # model, setting
-  local name=$1-$2 model=$1 questions=$LIMIT retrieval
-  [ "$2" != tuning ] || questions=$(tuning_count)
+  local name=$1-$2 model=$1 questions=$LIMIT select=(--limit "$LIMIT") retrieval
+  if [ "$2" = tuning ]; then
+    questions=$(tuning_count)
+    select=(--questions "$tuning_questions")
+  fi
   if finished "$name" "$questions"; then
     echo "== $name: finished"
     return
   fi
   case $2 in
-    retrieval) retrieval=(--mode dense --hops 1 --no-generate --limit "$LIMIT") ;;
-    tuning) retrieval=(--mode dense --hops 1 --no-generate --questions "$tuning_questions") ;;
+    retrieval|tuning) retrieval=(--mode dense --hops 1 --no-generate) ;;
     # The paper's generator decoded greedily: no yes/no bias, answers not kept to spans.
     dense)
       finished "$1-retrieval" "$LIMIT" || { echo "== $name: waits for $1-retrieval" >&2; return; }
       model=untrained
       retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0 --extractive false
-                 --rankings-from "$OUT/runs/$1-retrieval" --limit "$LIMIT") ;;
-    default) retrieval=(--limit "$LIMIT") ;;
+                 --rankings-from "$OUT/runs/$1-retrieval") ;;
+    default) retrieval=() ;;
     *) echo "unknown setting '$2' (retrieval dense default tuning)" >&2; return 1 ;;
   esac
   train "$model"
   echo "== evaluating $name"
   "$RAG_BIN" eval --model "$(model_dir "$model")" --data-dir "$DATA" --sweep --layers "$LAYERS" --dims "$DIMS" \
-    "${retrieval[@]}" --name "$name" --runs-dir "$OUT/runs" --json >"$OUT/runs/$name.json.part"
+    "${select[@]}" "${retrieval[@]}" --name "$name" --runs-dir "$OUT/runs" --json >"$OUT/runs/$name.json.part"
   mv "$OUT/runs/$name.json.part" "$OUT/runs/$name.json"
 }
 
