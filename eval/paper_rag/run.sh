@@ -3,9 +3,9 @@
 # trained the same way, then HotpotQA recall and exact match at 6 / 3 layers x 384 / 64 dims.
 #
 #   eval/paper_rag/run.sh [MODEL...]
-#       (default: untrained raw mrl 2dmse ese ese-sw1, then raw-paper mrl-paper 2dmse-paper ese-paper;
-#       each group evaluated setting by setting: retrieval, dense, default; then the learning
-#       rate of the -paper group, chosen on the fullwiki questions: see "tuning" below)
+#       (default: untrained raw mrl 2dmse ese ese-sw1, evaluated setting by setting: retrieval,
+#       dense, default; then the -paper group: its learning rate chosen on the fullwiki questions
+#       (see "tuning" below), the chosen models in every setting, last the group at the shared rate)
 #
 # Every model trains on the same data (the NLI triplets plus the titled pairs of
 # --pairs-from-corpus from both HotpotQA sample files), steps, learning rate and seed:
@@ -32,9 +32,10 @@
 # tuning_questions.py), all of them: what chooses a setting, as the distractor questions never do.
 #
 # The shared learning rate was chosen for the teacher recipe. Without a teacher each objective
-# may want another, so, with no MODEL given, the -paper group is last trained at each rate of
+# may want another, so, with no MODEL given, the -paper group is trained at each rate of
 # $PAPER_LRS, each candidate evaluated in `tuning`, and each method's rate with the best mean
-# Recall@5 over the grid (report.py --chosen) evaluated in every setting as the -paper group was.
+# Recall@5 over the grid (report.py --chosen) evaluated in every setting; the group at the shared
+# rate comes after, as the comparison with the main group at one rate.
 # Runs go to $OUT/runs/<model>-<setting>/ and are committed, finished or not: the experiment
 # takes more CPU than one sitting, and the runs are what carries it from one to the next.
 # eval/paper_rag/report.py makes the table.
@@ -206,7 +207,6 @@ if [ $# -gt 0 ]; then
   run_group "${models[@]}"
 else
   run_group "${main[@]}"
-  run_group "${paper[@]}"
   candidates=()
   for model in "${paper[@]}"; do
     for lr in "${paper_lrs[@]}"; do candidates+=("$(canon "$model-lr$lr")"); done
@@ -215,5 +215,6 @@ else
   read -r -a chosen <<<"$(python3 eval/paper_rag/report.py --runs "$OUT/runs" --chosen)"
   echo "== the -paper group at its learning rates chosen on the fullwiki questions: ${chosen[*]}"
   run_group "${chosen[@]}"
+  run_group "${paper[@]}"
 fi
 echo "done: ${models[*]} x ${settings[*]} -> $OUT/runs/ (python3 eval/paper_rag/report.py writes the table)"
