@@ -235,22 +235,38 @@ def chosen(found):
     return best
 
 
-def tuning_table(found, best):
+def tuning_table(found, best, reference):
+    """The candidates' table; `reference` (name, cells, questions) is a row that is no candidate
+    (the untrained model: what training adds), or None."""
     out = ["## tuning: the -paper group's learning rate, chosen on the fullwiki questions", "",
            "Recall@5 of dense retrieval on the fullwiki questions whose supporting paragraphs are in the "
            "corpus (`eval/answers/tuning_questions.py`); the mean over the grid chooses: **bold**, the best "
            "of the candidates run so far.", "",
            "| candidate | " + " | ".join(f"{l}/{d}" for l, d in CELLS) + " | mean |",
            "| --- |" + " ---: |" * (len(CELLS) + 1)]
+
+    def row(name, cells, n, mark=""):
+        score = tuning_score(cells, n)
+        values = [f"{recall(cells[c], 5):.3f}{unfinished(cells[c], n)}" if cells and c in cells else "-"
+                  for c in CELLS]
+        return (f"| {mark}{name}{mark} | " + " | ".join(values) + " | "
+                + (f"{mark}{score:.3f}{mark}" if score is not None else "-") + " |")
+
+    if reference:
+        out.append(row(*reference))
     for m, candidates in found.items():
         for name, cells, n in candidates:
-            score = tuning_score(cells, n)
-            row = [f"{recall(cells[c], 5):.3f}{unfinished(cells[c], n)}" if cells and c in cells else "-"
-                   for c in CELLS]
-            mark = "**" if best.get(m) == name else ""
-            out.append(f"| {mark}{name}{mark} | " + " | ".join(row) + " | "
-                       + (f"{mark}{score:.3f}{mark}" if score is not None else "-") + " |")
+            out.append(row(name, cells, n, "**" if best.get(m) == name else ""))
     return out + [""]
+
+
+def tuning_reference(runs):
+    """The untrained model's `tuning` run as (row name, cells, questions), or None."""
+    d = runs / "untrained-tuning"
+    if not (d / "config.json").exists():
+        return None
+    questions = json.loads((d / "config.json").read_text())["questions"]
+    return "untrained (reference, no candidate)", load(d), questions
 
 
 def lineup(best):
@@ -315,7 +331,7 @@ def main():
         maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in models
                          if (runs / f"{m}-{setting}" / "heatmap.png").exists())
         out += ["", f"Heatmaps (Recall@5 and EM over layers x dims), one per model: {maps or 'none yet'}", ""]
-    out += tuning_table(found, best) if found else []
+    out += tuning_table(found, best, tuning_reference(runs)) if found else []
     if missing:
         out += ["## Not measured yet", "", ", ".join(missing), ""]
     Path(args.out).write_text("\n".join(out))

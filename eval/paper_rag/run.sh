@@ -211,7 +211,7 @@ else
   for model in "${paper[@]}"; do
     for lr in "${paper_lrs[@]}"; do candidates+=("$(canon "$model-lr$lr")"); done
   done
-  tune "${candidates[@]}"
+  tune untrained "${candidates[@]}" # the untrained row: what training adds, no candidate
   read -r -a chosen <<<"$(python3 eval/paper_rag/report.py --runs "$OUT/runs" --chosen)"
   echo "== the -paper group at its learning rates chosen on the fullwiki questions: ${chosen[*]}"
   run_group "${chosen[@]}"
