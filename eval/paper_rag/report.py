@@ -212,9 +212,13 @@ def tuning_runs(runs):
         pattern = re.compile(rf"{re.escape(m)}(-lr[^-].*)?-tuning")
         for d in dirs:
             if pattern.fullmatch(d.name):
-                config = json.loads((d / "config.json").read_text())
-                found.setdefault(m, []).append((d.name[:-len("-tuning")], load(d), config["questions"]))
+                found.setdefault(m, []).append((d.name[:-len("-tuning")], *tuning_run(d)))
     return found
+
+
+def tuning_run(d):
+    """(cells, questions) of the `tuning` run in directory d."""
+    return load(d), json.loads((d / "config.json").read_text())["questions"]
 
 
 def tuning_score(cells, questions):
@@ -265,8 +269,7 @@ def tuning_reference(runs):
     d = runs / "untrained-tuning"
     if not (d / "config.json").exists():
         return None
-    questions = json.loads((d / "config.json").read_text())["questions"]
-    return "untrained (reference, no candidate)", load(d), questions
+    return ("untrained (reference, no candidate)", *tuning_run(d))
 
 
 def lineup(best):
