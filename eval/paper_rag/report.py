@@ -331,8 +331,10 @@ def main():
         out += [""] + pair_table(data, pairs, "EM difference [paired 95% bootstrap], exact McNemar p",
                                  lambda p: p.get("em"), lambda p: p["em"], args.limit)
         out += [""] + split_by_retrieval(data, pairs)
-        maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)" for m in models
-                         if (runs / f"{m}-{setting}" / "heatmap.png").exists())
+        # A heatmap of an unfinished run is marked as its cells are, by its fewest questions.
+        maps = ", ".join(f"[{m}](runs/{m}-{setting}/heatmap.png)"
+                         + unfinished(min(data[m].values(), key=len), args.limit) for m in models
+                         if data[m] and (runs / f"{m}-{setting}" / "heatmap.png").exists())
         out += ["", f"Heatmaps (Recall@5 and EM over layers x dims), one per model: {maps or 'none yet'}", ""]
     out += tuning_table(found, best, tuning_reference(runs)) if found else []
     if missing:
