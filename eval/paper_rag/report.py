@@ -197,10 +197,10 @@ def same_retrieval(retrieval, dense):
                     if answered[q]["retrieved"] != p["retrieved"]:
                         differ.append(f"{m} {c[0]}/{c[1]} {q}")
     if differ:
-        return (f"**The dense runs retrieved differently** for {len(differ)} of {checked} questions: "
-                + ", ".join(differ[:10]))
-    return (f"The dense runs retrieved exactly these paragraphs for all {checked} questions they "
-            "have answered so far.")
+        return (f"**The dense runs retrieved differently** for {len(differ)} of {checked} answers "
+                "(one model, cell and question each): " + ", ".join(differ[:10]))
+    return (f"The dense runs retrieved exactly these paragraphs for all {checked} answers (one "
+            "model, cell and question each) they have given so far.")
 
 
 def tuning_runs(runs):
