@@ -25,11 +25,12 @@ from pathlib import Path
 MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "ese-sw1", "raw-paper", "mrl-paper", "2dmse-paper",
           "ese-paper"]
 # Each ESE model against the baselines trained alike: with the teacher terms (ese, and ese-sw1
-# without the ESE-only shallow weight), and without them; and ese against ese-sw1, what the
-# shallow weight does.
+# without the ESE-only shallow weight), and without them; ese against ese-sw1, what the shallow
+# weight does; and each group's ESE against the untrained base model, what its training buys.
 BASELINES = ("raw", "mrl", "2dmse")
 PAIRS = ([(e, b) for e in ("ese", "ese-sw1") for b in BASELINES] + [("ese", "ese-sw1")]
-         + [("ese-paper", f"{b}-paper") for b in BASELINES])
+         + [("ese-paper", f"{b}-paper") for b in BASELINES]
+         + [(e, "untrained") for e in ("ese", "ese-paper")])
 # The models trained without a teacher at the shared learning rate, whose rate the `tuning` runs
 # (on the fullwiki questions) choose: runs <model>-tuning and <model>-lr<RATE>-tuning.
 TUNED = [m for m in MODELS if m.endswith("-paper")]
@@ -278,7 +279,7 @@ def lineup(best):
     if set(best) != set(TUNED):
         return MODELS, PAIRS
     extra = [best[m] for m in TUNED if best[m] != m]
-    pairs = [(best["ese-paper"], best[f"{b}-paper"]) for b in BASELINES]
+    pairs = [(best["ese-paper"], b) for b in [best[f"{b}-paper"] for b in BASELINES] + ["untrained"]]
     return MODELS + extra, PAIRS + [p for p in pairs if p not in PAIRS]
 
 
