@@ -279,7 +279,8 @@ def lineup(best):
     if set(best) != set(TUNED):
         return MODELS, PAIRS
     extra = [best[m] for m in TUNED if best[m] != m]
-    pairs = [(best["ese-paper"], b) for b in [best[f"{b}-paper"] for b in BASELINES] + ["untrained"]]
+    # PAIRS' own -paper pairs, each model at its chosen rate: one list of pairs to keep.
+    pairs = [(best.get(e, e), best.get(b, b)) for e, b in PAIRS if e in best]
     return MODELS + extra, PAIRS + [p for p in pairs if p not in PAIRS]
 
 
