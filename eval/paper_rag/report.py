@@ -26,11 +26,11 @@ MODELS = ["untrained", "raw", "mrl", "2dmse", "ese", "ese-sw1", "raw-paper", "mr
           "ese-paper"]
 # Each ESE model against the baselines trained alike: with the teacher terms (ese, and ese-sw1
 # without the ESE-only shallow weight), and without them; ese against ese-sw1, what the shallow
-# weight does; and each group's ESE against the untrained base model, what its training buys.
+# weight does; and each trained model against the untrained base model, what its training buys.
 BASELINES = ("raw", "mrl", "2dmse")
 PAIRS = ([(e, b) for e in ("ese", "ese-sw1") for b in BASELINES] + [("ese", "ese-sw1")]
          + [("ese-paper", f"{b}-paper") for b in BASELINES]
-         + [(e, "untrained") for e in ("ese", "ese-paper")])
+         + [(m, "untrained") for m in MODELS if m != "untrained"])
 # The models trained without a teacher at the shared learning rate, whose rate the `tuning` runs
 # (on the fullwiki questions) choose: runs <model>-tuning and <model>-lr<RATE>-tuning.
 TUNED = [m for m in MODELS if m.endswith("-paper")]
@@ -153,7 +153,7 @@ def pair_rows(data, pairs, title, value, show, note=None):
 
 
 def pair_table(data, pairs, what, value, hit, limit):
-    """Each ESE model against each baseline at each cell, on the questions both have measured
+    """Each pair's first model against its second at each cell, on the questions both have measured
     (`(n/N)` when fewer than `limit`): the mean paired difference of `value` with a bootstrap
     interval, and McNemar's exact p on the questions where `hit` holds for one only."""
     def show(x, y, shared):
@@ -164,14 +164,15 @@ def pair_table(data, pairs, what, value, hit, limit):
         p = mcnemar(wins, losses)
         return (f"{100 * mean(diffs):+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}], "
                 + ("p<0.001" if p < 0.001 else f"p={p:.3f}") + unfinished(shared, limit))
-    return pair_rows(data, pairs, f"ESE against each baseline: {what}", value, show)
+    return pair_rows(data, pairs, "Each pair (ESE against each baseline, each model against the untrained "
+                     f"one): {what}", value, show)
 
 
 def split_by_retrieval(data, pairs):
     """Where each EM difference comes from: the questions both answered, split by whose top five
-    hold more supporting paragraphs (ESE's, as many, the baseline's), each group as `n: ESE's
-    right answers - the baseline's`. A retrieval gain that reaches the answers shows in the first
-    group; the generator's spread on equal contexts in the second."""
+    hold more supporting paragraphs (the first model's, as many, the second's), each group as
+    `n: the first's right answers - the second's`. A retrieval gain that reaches the answers shows
+    in the first group; the generator's spread on equal contexts in the second."""
     def show(x, y, shared):
         groups = [[0, 0, 0] for _ in range(3)]
         for q in shared:
@@ -182,8 +183,8 @@ def split_by_retrieval(data, pairs):
             g[2] += y[q]["em"]
         return " / ".join(f"{n}: {r}-{s}" for n, r, s in groups)
     return pair_rows(data, pairs, "Where the EM differences come from", lambda p: p.get("em"), show,
-                     "Questions split by whose top five hold more supporting paragraphs: ESE's / as many / "
-                     "the baseline's; each group `n: ESE right - baseline right`.")
+                     "Questions split by whose top five hold more supporting paragraphs: the first model's "
+                     "/ as many / the second's; each group `n: first right - second right`.")
 
 
 def same_retrieval(retrieval, dense):
