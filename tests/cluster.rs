@@ -217,6 +217,9 @@ fn a_killed_node_does_not_change_what_the_cluster_builds() {
             "16",
             "--chunk-size",
             "8",
+            // The single index above is f32; `rag index` defaults to bf16 on AMX CPUs.
+            "--precision",
+            "f32",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -136,7 +136,18 @@ fn killed_build_leaves_old_index_intact_and_resumes() {
     index::build(&common::tiny_build_options(&model, small, &index_dir)).unwrap();
 
     let mut child = common::rag()
-        .args(["index", "--layers", "1,3", "--chunk-size", "16", "--corpus"])
+        // f32 as the resuming build below: `rag index` defaults to bf16 on AMX CPUs, and a
+        // build never resumes a partial one of another precision.
+        .args([
+            "index",
+            "--layers",
+            "1,3",
+            "--chunk-size",
+            "16",
+            "--precision",
+            "f32",
+            "--corpus",
+        ])
         .arg(&big)
         .arg("--model")
         .arg(&model)
