@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::Precision;
+use rag::eval::hotpot::plan;
+use rag::eval::hotpot::record::Precisions;
 use rag::index::{self, Index, PcaSpec};
 use rag::retrieve::fusion::{convex_fusion, reciprocal_rank_fusion};
 use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
@@ -405,8 +407,9 @@ fn bad_reductions_are_refused_and_a_failed_fit_leaves_a_resumable_build() {
     assert!(stderr.contains("expected pca:K"), "{stderr}");
 }
 
-/// `--precision int8`: an index built with it says so in its manifest, and int8 questions
-/// against f32 documents find what f32 questions find, with scores within the rounding.
+/// `--precision int8`: an index built with it says so in its manifest, int8 questions against
+/// f32 documents find what f32 questions find, with scores within the rounding, and an
+/// evaluation records either side that is not f32, so that it is not resumed across one.
 #[test]
 fn int8_builds_are_recorded_and_int8_questions_rank_like_f32() {
     if !Precision::Int8.available() {
@@ -454,6 +457,25 @@ fn int8_builds_are_recorded_and_int8_questions_rank_like_f32() {
             "{query}: int8 scores are exactly f32's; is int8 in use?"
         );
     }
+    let recorded = |retriever: &Retriever, mode| plan::precisions(retriever, mode);
+    let both = |questions, documents| {
+        Some(Precisions {
+            questions,
+            documents,
+        })
+    };
+    assert_eq!(recorded(&exact, Mode::Dense), None);
+    assert_eq!(
+        recorded(&quick, Mode::Fusion),
+        both(Precision::Int8, Precision::F32)
+    );
+    let on_int8 = Retriever::open(&int8_dir, None, Precision::F32).unwrap();
+    assert_eq!(
+        recorded(&on_int8, Mode::Dense),
+        both(Precision::F32, Precision::Int8)
+    );
+    // BM25 reads no vectors.
+    assert_eq!(recorded(&on_int8, Mode::Bm25), None);
 }
 
 /// Issue 17, cases 4, 6 and 7: refusals say what is wrong and suggest only commands that work;

@@ -194,6 +194,11 @@ pub fn run(args: EvalArgs) -> Result<()> {
         extractive: spec.is_some() && args.generator.generation.extractive,
         index: retriever.as_ref().map(|r| r.index.dir.clone()),
         rankings_from: args.rankings_from.clone(),
+        // Recorded rankings are read, not searched: no vectors of this run's.
+        precision: retriever
+            .as_ref()
+            .filter(|_| args.rankings_from.is_none())
+            .and_then(|r| plan::precisions(r, strategy.mode)),
     };
     let rankings = match (&args.from_hits, &args.rankings_from, &retriever) {
         (Some(dir), _, Some(retriever)) => {

@@ -300,6 +300,7 @@ pub fn retrieval_config(
         extractive: false,
         index: Some(index.to_path_buf()),
         rankings_from: None,
+        precision: None,
     }
 }
 

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use super::record::{Cell, RunConfig};
+use super::record::{Cell, Precisions, RunConfig};
+use crate::encoder::Precision;
 use crate::index::manifest::Asker;
 use crate::index::{self, BuildOptions, Manifest};
-use crate::retrieve::Mode;
+use crate::retrieve::{Mode, Retriever};
 
 /// The model an evaluation encodes with: the one asked for, else the model `index_dir` was built
 /// with, else `default`.
@@ -76,6 +77,19 @@ pub fn index_with_depths(options: &BuildOptions, depths: &[usize]) -> Result<Pat
     build.layers = Some(depths.to_vec());
     index::build(&build).with_context(|| format!("building {}", dir.display()))?;
     Ok(dir)
+}
+
+/// What a run searching `retriever`'s vectors records of their precision
+/// ([`RunConfig::precision`]): nothing where both sides are f32 or `mode` reads no vectors. An
+/// index reused here may have been built at another precision than this run encodes at (bf16
+/// by default on CPUs that have it), and its vectors then rank a little differently.
+pub fn precisions(retriever: &Retriever, mode: Mode) -> Option<Precisions> {
+    let precisions = Precisions {
+        questions: retriever.encoder.precision,
+        documents: retriever.index.manifest.model.precision,
+    };
+    let exact = precisions.questions == Precision::F32 && precisions.documents == Precision::F32;
+    (mode.is_dense() && !exact).then_some(precisions)
 }
 
 /// Names what an eval index is built from (corpus, encoder, template), so that a cached one is

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::scores::RetrievalScores;
 use crate::ask::context::SentenceWeights;
+use crate::encoder::Precision;
 use crate::retrieve::{Mode, Strategy, Tuning};
 
 pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
@@ -86,6 +87,18 @@ pub struct RunConfig {
     /// (`--rankings-from`); `index` then only supplies the documents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rankings_from: Option<PathBuf>,
+    /// The arithmetic of the vectors searched, where it is not f32 on both sides (absent: f32,
+    /// as in every run made before bf16 indexes, or no vectors searched): the same model and
+    /// index rank differently at another precision, so a run is not resumed across one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precisions>,
+}
+
+/// The questions' precision (this run's encoder) and the documents' (the index's build).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Precisions {
+    pub questions: Precision,
+    pub documents: Precision,
 }
 
 fn one_hop() -> u8 {

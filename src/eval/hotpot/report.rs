@@ -355,6 +355,7 @@ mod tests {
             extractive: false,
             index: None,
             rankings_from: None,
+            precision: None,
         };
         let summary = summarize(&config, &predictions, 1.0);
         assert_eq!(summary.cells.len(), 2);
