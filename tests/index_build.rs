@@ -457,25 +457,24 @@ fn int8_builds_are_recorded_and_int8_questions_rank_like_f32() {
             "{query}: int8 scores are exactly f32's; is int8 in use?"
         );
     }
-    let recorded = |retriever: &Retriever, mode| plan::precisions(retriever, mode);
     let both = |questions, documents| {
         Some(Precisions {
             questions,
             documents,
         })
     };
-    assert_eq!(recorded(&exact, Mode::Dense), None);
+    assert_eq!(plan::precisions(&exact, Mode::Dense), None);
     assert_eq!(
-        recorded(&quick, Mode::Fusion),
+        plan::precisions(&quick, Mode::Fusion),
         both(Precision::Int8, Precision::F32)
     );
     let on_int8 = Retriever::open(&int8_dir, None, Precision::F32).unwrap();
     assert_eq!(
-        recorded(&on_int8, Mode::Dense),
+        plan::precisions(&on_int8, Mode::Dense),
         both(Precision::F32, Precision::Int8)
     );
     // BM25 reads no vectors.
-    assert_eq!(recorded(&on_int8, Mode::Bm25), None);
+    assert_eq!(plan::precisions(&on_int8, Mode::Bm25), None);
 }
 
 /// Issue 17, cases 4, 6 and 7: refusals say what is wrong and suggest only commands that work;

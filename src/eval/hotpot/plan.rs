@@ -7,7 +7,6 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::record::{Cell, Precisions, RunConfig};
-use crate::encoder::Precision;
 use crate::index::manifest::Asker;
 use crate::index::{self, BuildOptions, Manifest};
 use crate::retrieve::{Mode, Retriever};
@@ -88,8 +87,7 @@ pub fn precisions(retriever: &Retriever, mode: Mode) -> Option<Precisions> {
         questions: retriever.encoder.precision,
         documents: retriever.index.manifest.model.precision,
     };
-    let exact = precisions.questions == Precision::F32 && precisions.documents == Precision::F32;
-    (mode.is_dense() && !exact).then_some(precisions)
+    (mode.is_dense() && precisions != Precisions::default()).then_some(precisions)
 }
 
 /// Names what an eval index is built from (corpus, encoder, template), so that a cached one is

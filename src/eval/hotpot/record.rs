@@ -94,8 +94,9 @@ pub struct RunConfig {
     pub precision: Option<Precisions>,
 }
 
-/// The questions' precision (this run's encoder) and the documents' (the index's build).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The questions' precision (this run's encoder) and the documents' (the index's build); the
+/// default, f32 on both sides, is what a run without the field was made at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Precisions {
     pub questions: Precision,
     pub documents: Precision,
