@@ -5,10 +5,13 @@
 //! [`retrieve`] (dense, BM25, their fusions, one hop or two) -> [`generate`] (a GGUF model
 //! through llama.cpp) -> [`ask`] (the pipeline from a question to an answer: retrieval, the
 //! sentences the generator reads, the prompt, generation) -> [`eval`] (recall and exact match
-//! on HotpotQA; STS). [`train`] writes the encoders [`encoder`] loads; [`bench`] measures.
-//! Shared by all: [`files`] (checksums, crash-safe writes), [`progress`], [`rng`], [`runtime`]
-//! (allocator and BLAS set-up) and [`vectors`]. The `rag` binary's flags live in `src/cli/`,
-//! outside the library, which builds without clap when the `cli` feature is off.
+//! on HotpotQA; STS) and [`serve`] (the same pipeline over HTTP, with the web page). [`train`]
+//! writes the encoders [`encoder`] loads; its one import the other way is eval's: an STS run
+//! appends its scores to the trained model's card (`train::append_to_model_card`). [`bench`]
+//! measures. Shared by all: [`files`] (checksums, crash-safe writes), [`progress`], [`rng`],
+//! [`runtime`] (allocator and BLAS set-up) and [`vectors`]; [`skip`] is the tests' loud skip.
+//! The `rag` binary's flags live in `src/cli/`, outside the library, which builds without clap
+//! when the `cli` feature is off.
 
 pub mod ask;
 pub mod bench;
@@ -23,5 +26,7 @@ pub mod retrieve;
 pub mod rng;
 pub mod runtime;
 pub mod serve;
+#[doc(hidden)]
+pub mod skip;
 pub mod train;
 pub mod vectors;

@@ -482,8 +482,10 @@ mod tests {
     #[test]
     fn int8_vectors_stay_close_to_f32() {
         if !Precision::Int8.available() {
-            eprintln!("SKIP: this CPU has no AVX-512 VNNI; --precision int8 is refused here");
-            return;
+            return crate::skip::skip(
+                concat!(module_path!(), "::int8_vectors_stay_close_to_f32"),
+                "this CPU has no AVX-512 VNNI; --precision int8 is refused here",
+            );
         }
         let (dir, exact) = tiny(Pooling::Mean);
         let int8 = Encoder::load(

@@ -32,22 +32,8 @@ pub fn data_dir() -> Option<PathBuf> {
     dir.join("hotpotqa").is_dir().then_some(dir)
 }
 
-/// Skips a test this machine cannot run (a CPU feature it lacks), saying so on stderr and in
-/// `$RAG_SKIP_LOG`, which `scripts/test.sh` lists at the end (cargo hides a passing test's
-/// output).
-pub fn skip(test: &str, why: &str) {
-    eprintln!("SKIPPED {test}: {why}");
-    if let Some(log) = std::env::var_os("RAG_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut file) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-        {
-            let _ = writeln!(file, "{test}: {why}");
-        }
-    }
-}
+/// Skips a test this machine cannot run (see `rag::skip`).
+pub use rag::skip::skip;
 
 /// Skips a test whose model or data (`what`: "models" or "data") is missing, unless
 /// `$RAG_REQUIRE` names it (or says "all"): then the test fails, so CI cannot pass without

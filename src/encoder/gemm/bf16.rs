@@ -224,8 +224,13 @@ mod tests {
     #[test]
     fn bf16_projection_matches_scalar_rounded_reference() {
         if !bf16_supported() {
-            eprintln!("SKIP: this CPU has no AVX-512 BF16; the bf16 GEMM is not used here");
-            return;
+            return crate::skip::skip(
+                concat!(
+                    module_path!(),
+                    "::bf16_projection_matches_scalar_rounded_reference"
+                ),
+                "this CPU has no AVX-512 BF16; the bf16 GEMM is not used here",
+            );
         }
         for (rows, in_dim, out_dim) in SHAPES {
             let x = random((rows, in_dim), rows as u64);
@@ -258,8 +263,10 @@ mod tests {
     #[test]
     fn bf16_projection_is_close_to_f32() {
         if !bf16_supported() {
-            eprintln!("SKIP: this CPU has no AVX-512 BF16; the bf16 GEMM is not used here");
-            return;
+            return crate::skip::skip(
+                concat!(module_path!(), "::bf16_projection_is_close_to_f32"),
+                "this CPU has no AVX-512 BF16; the bf16 GEMM is not used here",
+            );
         }
         for (rows, in_dim, out_dim) in ENCODER_SHAPES {
             let x = random((rows, in_dim), 3);

@@ -93,8 +93,10 @@ mod tests {
     #[test]
     fn packed_projection_matches_candle_matmul() {
         if !supported() {
-            eprintln!("SKIP: this CPU has no AVX-512; the packed GEMM is not used here");
-            return;
+            return crate::skip::skip(
+                concat!(module_path!(), "::packed_projection_matches_candle_matmul"),
+                "this CPU has no AVX-512; the packed GEMM is not used here",
+            );
         }
         for (rows, in_dim, out_dim) in [
             (1, 7, 5),

@@ -282,8 +282,13 @@ mod tests {
     #[test]
     fn int8_projection_matches_scalar_quantized_reference() {
         if !int8_supported() {
-            eprintln!("SKIP: this CPU has no AVX-512 VNNI; the int8 GEMM is not used here");
-            return;
+            return crate::skip::skip(
+                concat!(
+                    module_path!(),
+                    "::int8_projection_matches_scalar_quantized_reference"
+                ),
+                "this CPU has no AVX-512 VNNI; the int8 GEMM is not used here",
+            );
         }
         for (rows, in_dim, out_dim) in SHAPES {
             let mut x = random((rows, in_dim), rows as u64);
@@ -310,8 +315,10 @@ mod tests {
     #[test]
     fn int8_projection_is_close_to_f32() {
         if !int8_supported() {
-            eprintln!("SKIP: this CPU has no AVX-512 VNNI; the int8 GEMM is not used here");
-            return;
+            return crate::skip::skip(
+                concat!(module_path!(), "::int8_projection_is_close_to_f32"),
+                "this CPU has no AVX-512 VNNI; the int8 GEMM is not used here",
+            );
         }
         for (rows, in_dim, out_dim) in ENCODER_SHAPES {
             let x = random((rows, in_dim), 3);
@@ -326,8 +333,13 @@ mod tests {
     #[test]
     fn int8_inputs_too_wide_for_i32_sums_are_an_error() {
         if !int8_supported() {
-            eprintln!("SKIP: this CPU has no AVX-512 VNNI");
-            return;
+            return crate::skip::skip(
+                concat!(
+                    module_path!(),
+                    "::int8_inputs_too_wide_for_i32_sums_are_an_error"
+                ),
+                "this CPU has no AVX-512 VNNI",
+            );
         }
         let b = random((1, 8), 2).squeeze(0).unwrap();
         assert!(PackedLinear::new_int8(&random((8, MAX_INT8_IN), 1), &b).is_ok());

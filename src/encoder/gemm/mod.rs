@@ -569,8 +569,10 @@ pub(super) mod tests {
     #[test]
     fn wrong_input_width_is_an_error() {
         if !supported() {
-            eprintln!("SKIP: this CPU has no AVX-512");
-            return;
+            return crate::skip::skip(
+                concat!(module_path!(), "::wrong_input_width_is_an_error"),
+                "this CPU has no AVX-512",
+            );
         }
         let packed =
             PackedLinear::new(&random((8, 4), 1), &random((1, 8), 2).squeeze(0).unwrap()).unwrap();

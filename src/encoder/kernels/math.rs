@@ -154,8 +154,10 @@ mod tests {
     #[test]
     fn vector_gelu_matches_scalar() {
         if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("SKIP: no AVX-512 on this CPU");
-            return;
+            return crate::skip::skip(
+                concat!(module_path!(), "::vector_gelu_matches_scalar"),
+                "no AVX-512 on this CPU",
+            );
         }
         use super::vector::gelu_lanes;
         use std::arch::x86_64::*;
