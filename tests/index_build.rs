@@ -290,7 +290,7 @@ fn pca_reduced_index_answers_queries_and_records_its_pca() {
     assert_eq!(reduction.method, PcaSpec { dim: 8 });
     assert_eq!(
         manifest.format_version,
-        index::manifest::REDUCED_FORMAT_VERSION
+        index::manifest::CHECKSUMS_FORMAT_VERSION
     );
     assert_eq!(manifest.stored_dim, 8);
     assert_eq!(

@@ -115,7 +115,43 @@ fn strip_checksums(index_dir: &Path) {
     let object = manifest.as_object_mut().unwrap();
     object.remove("files");
     object.remove("generation");
+    // The format builds wrote then (one with checksums would be damaged without them).
+    object.insert("format_version".into(), 1.into());
     std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+}
+
+/// Issue 54, case 8: a manifest whose format has checksums (or that names a generation, the
+/// digest of its file list) but lost its `files` is damaged: removing the list does not turn
+/// the checks off and serve altered documents.
+#[test]
+fn a_manifest_that_lost_its_checksums_is_damaged_not_taken_for_an_old_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index_dir = tiny_index(tmp.path(), "index", 20);
+    let path = index_dir.join("manifest.json");
+    let original = std::fs::read(&path).unwrap();
+    let docs = index_dir.join("docs.jsonl");
+    let text = std::fs::read_to_string(&docs).unwrap();
+    std::fs::write(
+        &docs,
+        text.replacen("topic 7 is about", "topic 7 is ABOUT", 1),
+    )
+    .unwrap();
+    let without = |fields: &[&str]| {
+        let mut manifest: serde_json::Value = serde_json::from_slice(&original).unwrap();
+        for field in fields {
+            manifest.as_object_mut().unwrap().remove(*field);
+        }
+        std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    };
+    for fields in [&["files"][..], &["files", "generation"][..]] {
+        without(fields);
+        let err = search(&index_dir).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("lost its list of files"),
+            "{err:#}"
+        );
+        assert_refused(err, "manifest.json");
+    }
 }
 
 #[test]

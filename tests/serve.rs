@@ -1002,6 +1002,34 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     server.stop().unwrap();
 }
 
+/// Issue 54, case 10: once a damaged manifest is put back, /health no longer reports the
+/// error of the damaged one: the index on disk is the one served, whole.
+#[test]
+fn a_restored_manifest_clears_the_reload_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_model, index_dir) = tiny_index(tmp.path());
+    let live = LiveIndex::new(Retriever::open(&index_dir, None, Precision::F32).unwrap()).unwrap();
+    let path = index_dir.join("manifest.json");
+    let original = std::fs::read(&path).unwrap();
+    // Replaced whole (a new inode), as an editor or a copy would.
+    let replace = |bytes: &[u8]| {
+        let tmp = index_dir.join("manifest.json.new");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    };
+    replace(b"{ not a manifest");
+    assert!(!live.refresh());
+    assert!(
+        live.reload_error()
+            .is_some_and(|e| e.contains("manifest.json")),
+        "{:?}",
+        live.reload_error()
+    );
+    replace(&original);
+    assert!(!live.refresh());
+    assert_eq!(live.reload_error(), None);
+}
+
 /// Issue 17, case 8: connections that never finish their request head are closed after the
 /// header deadline, and do not hold a shutdown open.
 #[test]

@@ -21,10 +21,10 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
-use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions, FORMAT_VERSION};
-use super::manifest::{ShardRecord, StoredReduction, REDUCED_FORMAT_VERSION};
+use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
+use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
 use super::sharded::{self, ShardSpec};
-use super::{bm25, create_dir, dense_file, pca_file, DenseIndex, Pca, PcaSpec};
+use super::{bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, Part, Pca, PcaSpec};
 use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
@@ -123,10 +123,13 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         // Each shard would fit its own PCA, and the shards' vectors would not be comparable.
         bail!("--reduce {spec} cannot be combined with --shard {shard}: each shard would fit a PCA of its own");
     }
-    let index_dir = match options.shard {
+    // Before anything is touched: a file or someone else's folder is refused, a link followed.
+    let index_dir = target::resolve(&match options.shard {
         Some(shard) => shard.dir(&options.index_dir),
         None => options.index_dir.clone(),
-    };
+    })?;
+    let _lock = lock::BuildLock::acquire(&index_dir)?;
+    target::check_siblings(&index_dir)?;
     let corpus_files = options
         .corpus
         .iter()
@@ -232,11 +235,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         transforms,
     });
     let mut manifest = Manifest {
-        format_version: if reduce.is_some() {
-            REDUCED_FORMAT_VERSION
-        } else {
-            FORMAT_VERSION
-        },
+        format_version: CHECKSUMS_FORMAT_VERSION,
         rag_version: env!("CARGO_PKG_VERSION").into(),
         model: plan.model.clone(),
         layers: layers.clone(),
@@ -261,6 +260,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     };
     // Written last: a directory with a manifest is a whole index, and the manifest lists its
     // files. The checkpoint stays until then, so a build cut off before resumes from it.
+    files::follow_umask(&work)?;
     manifest.seal(&work, &[VECTORS_DIR, PROGRESS_FILE])?;
     manifest.write(&work)?;
     // The raw vectors live on inside the faiss files; the checkpoint is no longer needed.
@@ -285,7 +285,9 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     })
 }
 
-/// The live index's manifest if it was built from exactly this plan, size and reduction.
+/// The live index's manifest if it was built from exactly this plan, size and reduction, and
+/// opens (every size and header checks: "up to date" is never said of an index that cannot be
+/// searched).
 fn current_manifest(
     index_dir: &Path,
     plan: &Plan,
@@ -301,7 +303,17 @@ fn current_manifest(
         && manifest.default_dim == dim
         && manifest.reduce.as_ref().map(|r| r.method) == reduce
         && manifest.shard.map(|s| s.spec) == plan.shard;
-    same.then_some(manifest)
+    if !same {
+        return None;
+    }
+    if let Err(err) = Part::check_opens(index_dir) {
+        eprintln!(
+            "note: {} was built from this corpus but does not open ({err:#}); rebuilding it",
+            index_dir.display()
+        );
+        return None;
+    }
+    Some(manifest)
 }
 
 fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> {
@@ -313,11 +325,10 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> 
             }
         }
     }
-    if work.exists() {
-        std::fs::remove_dir_all(work)
-            .with_context(|| format!("removing stale build {}", work.display()))?;
-    }
+    files::remove_owned_dir(work).context("removing a stale build")?;
     create_dir(&work.join(VECTORS_DIR))?;
+    // Only a marked staging folder is ever resumed, replaced or installed.
+    files::mark_owned(work)?;
     let checkpoint = Checkpoint {
         plan: plan.clone(),
         docstore: DocStoreMark::default(),

@@ -23,8 +23,18 @@ pub struct FileRecord {
     pub sha256: String,
 }
 
-/// Every file under `dir` but the manifest and the top-level entries in `skip`, by path
-/// relative to `dir` ('/'-separated).
+/// Whether the file at `relative` carries no data of the index: tantivy's empty lock files
+/// (removed after a build, recorded by older ones) or the ownership marker. Never recorded,
+/// never required.
+fn carries_no_data(relative: &Path) -> bool {
+    relative == Path::new(crate::files::OWNED_MARKER)
+        || relative
+            .file_name()
+            .is_some_and(|name| super::bm25::LOCK_FILES.iter().any(|l| name == *l))
+}
+
+/// Every file under `dir` but the manifest, the files that carry no data and the top-level
+/// entries in `skip`, by path relative to `dir` ('/'-separated).
 pub fn record_files(dir: &Path, skip: &[&str]) -> Result<BTreeMap<String, FileRecord>> {
     let mut files = BTreeMap::new();
     let mut pending = vec![PathBuf::new()];
@@ -35,7 +45,10 @@ pub fn record_files(dir: &Path, skip: &[&str]) -> Result<BTreeMap<String, FileRe
         {
             let entry = entry.with_context(|| format!("listing {}", full.display()))?;
             let path = relative.join(entry.file_name());
-            if path == Path::new(MANIFEST_FILE) || skip.iter().any(|s| path == Path::new(s)) {
+            if path == Path::new(MANIFEST_FILE)
+                || carries_no_data(&path)
+                || skip.iter().any(|s| path == Path::new(s))
+            {
                 continue;
             }
             if entry.file_type()?.is_dir() {
@@ -85,6 +98,9 @@ pub fn check_recorded(dir: &Path, manifest: &Manifest, hashed: &[&str]) -> Resul
         return Ok(());
     }
     for (relative, record) in &manifest.files {
+        if carries_no_data(Path::new(relative)) {
+            continue;
+        }
         let path = dir.join(relative);
         let bytes = std::fs::metadata(&path)
             .map_err(|_| anyhow::anyhow!(damaged(&path, "the file is missing")))?

@@ -14,10 +14,20 @@ use crate::index::sharded::ShardSpec;
 use crate::index::PcaSpec;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// Written by builds from before checksums, which may or may not have them.
 pub const FORMAT_VERSION: u32 = 1;
-/// Written by indexes built with `--reduce`, so that a rag from before it refuses them rather
-/// than searching reduced vectors with unreduced queries.
+/// Written by indexes built with `--reduce` before checksums, so that a rag from before it
+/// refuses them rather than searching reduced vectors with unreduced queries.
 pub const REDUCED_FORMAT_VERSION: u32 = 2;
+/// Written by every build now, reduced or not (`reduce` says which): the manifest must list
+/// every file with its checksum. One that lost the list is damaged, not "from before
+/// checksums", so that removing it cannot switch the checks off.
+pub const CHECKSUMS_FORMAT_VERSION: u32 = 3;
+const READABLE_FORMATS: [u32; 3] = [
+    FORMAT_VERSION,
+    REDUCED_FORMAT_VERSION,
+    CHECKSUMS_FORMAT_VERSION,
+];
 
 /// Identity of the encoder: its weights by sha256, and the choices that change its vectors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,12 +217,21 @@ impl Manifest {
                 &format!("not a readable manifest: {e}")
             ))
         })?;
-        if ![FORMAT_VERSION, REDUCED_FORMAT_VERSION].contains(&manifest.format_version) {
+        if !READABLE_FORMATS.contains(&manifest.format_version) {
             bail!(
-                "{} has index format {}, this rag reads formats {FORMAT_VERSION} and {REDUCED_FORMAT_VERSION}; rebuild it",
+                "{} has index format {}, this rag reads formats {FORMAT_VERSION} to {CHECKSUMS_FORMAT_VERSION}; rebuild it",
                 dir.display(),
                 manifest.format_version
             );
+        }
+        // A generation is the digest of the file list: a manifest naming one had the list.
+        let had_checksums =
+            manifest.format_version >= CHECKSUMS_FORMAT_VERSION || !manifest.generation.is_empty();
+        if had_checksums && manifest.files.is_empty() {
+            bail!(super::flat_file::damaged(
+                &path,
+                "it has lost its list of files and their checksums"
+            ));
         }
         Ok(manifest)
     }

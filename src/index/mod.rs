@@ -26,10 +26,12 @@ pub mod dense;
 pub mod docstore;
 mod flat_file;
 pub mod integrity;
+pub mod lock;
 pub mod manifest;
 mod part;
 pub mod pca;
 pub mod sharded;
+pub mod target;
 mod verify;
 
 use std::path::{Path, PathBuf};

@@ -99,6 +99,9 @@ impl LiveIndex {
         let current = self.current();
         let served = current.index.generation();
         if crate::index::generation_on_disk(&self.dir).is_some_and(|g| g == served) {
+            // The served generation is on disk again (a damaged manifest put back): whatever
+            // could not be opened meanwhile is no longer there.
+            self.watch.lock().expect("watch lock").error = None;
             return false;
         }
         let opened = current.reopen(&self.dir);

@@ -25,6 +25,9 @@ const TOKENIZER: &str = "en_stem";
 /// The document's global id (a fast field: rankings break ties by it).
 const ID_FIELD: &str = "id";
 const WRITER_MEMORY: usize = 256 << 20;
+/// The lock files tantivy's writer leaves, empty: removed once a build is done (a built index
+/// is never written again), and never part of what makes an index whole.
+pub const LOCK_FILES: [&str; 2] = [".tantivy-meta.lock", ".tantivy-writer.lock"];
 
 struct Fields {
     id: Field,
@@ -74,6 +77,16 @@ pub fn build(
     writer
         .wait_merging_threads()
         .context("merging BM25 segments")?;
+    drop(index);
+    for name in LOCK_FILES {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing {}", path.display()))
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 
