@@ -23,5 +23,6 @@ pub mod retrieve;
 pub mod rng;
 pub mod runtime;
 pub mod serve;
+pub mod terminal;
 pub mod train;
 pub mod vectors;
