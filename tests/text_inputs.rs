@@ -174,3 +174,43 @@ fn corpus_text_cannot_drive_the_terminal() {
     // --json keeps the text itself (JSON escapes it).
     assert_eq!(bm25_titles(&index, "store", &[])[0], title);
 }
+
+/// Item 16: a 50 MB paragraph was tokenised whole (6.7 GB) to keep `--max-length` tokens; only
+/// its head is now, and every text still gets exactly the tokens (so the vectors) it had.
+#[test]
+fn only_the_head_of_a_long_text_is_tokenised_with_the_same_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut models = vec![tmp.path().join("model")];
+    rag::encoder::tiny::TinyBert::default()
+        .write(&models[0])
+        .unwrap();
+    models.extend(common::default_model());
+    let words = "The Villaggio store, today (2017) owned by Qatar's state: \u{1b}naïve 東京 ";
+    let long = words.repeat(20_000);
+    let unbroken = format!("{} tail", "x".repeat(100_000));
+    let texts = [
+        "short",
+        "",
+        &words.repeat(3),
+        &words.repeat(60),
+        &long,
+        &unbroken,
+    ];
+    for model in models {
+        let options = rag::encoder::EncoderOptions {
+            max_length: Some(64),
+            ..Default::default()
+        };
+        let encoder = rag::encoder::Encoder::load(&model, &options).unwrap();
+        let ours = encoder.tokenize(&texts).unwrap();
+        for (text, ids) in texts.iter().zip(&ours) {
+            let whole = encoder.tokenizer().encode(*text, true).unwrap();
+            assert_eq!(ids, whole.get_ids(), "{} bytes", text.len());
+        }
+        // The vectors of the long text are those of a text of its head alone.
+        let head = &long[..4096];
+        let head = &head[..head.rfind(' ').unwrap()];
+        let vectors = encoder.encode(&[&long, head], &[1]).unwrap().remove(0);
+        assert_eq!(vectors.row(0), vectors.row(1));
+    }
+}
