@@ -29,7 +29,7 @@ measure() { # NAME BINARY
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$work/$1.time")
   echo "| $1 | $peak | $wall |"
 }
-cpu=$(grep -o -w -E 'avx2|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')
+cpu=$(grep -o -w -E 'avx2|avx512f' /proc/cpuinfo | sort -u | xargs)
 {
   echo "# One 50 MB record (issue 54 item 16)"
   echo
