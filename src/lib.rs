@@ -28,5 +28,6 @@ pub mod runtime;
 pub mod serve;
 #[doc(hidden)]
 pub mod skip;
+pub mod terminal;
 pub mod train;
 pub mod vectors;

@@ -2,6 +2,7 @@
 //! what of it the generator read) and where the time went.
 
 use super::AskResult;
+use crate::terminal::escape;
 
 /// Prints the sources and timings below the answer.
 pub fn print_details(ask: &AskResult, model_load_ms: f64) {
@@ -22,10 +23,11 @@ pub fn print_details(ask: &AskResult, model_load_ms: f64) {
         } else {
             "  (not in the prompt)"
         };
-        println!("{:>3}. {:.4}  {}{hop}{read}", s.rank, s.score, s.title);
+        let title = escape(&s.title);
+        println!("{:>3}. {:.4}  {title}{hop}{read}", s.rank, s.score);
         if ask.context_tokens > 0 {
             for sentence in s.sentences.iter().filter(|x| x.in_prompt) {
-                println!("       > {}", sentence.text);
+                println!("       > {}", escape(&sentence.text));
             }
         }
     }

@@ -51,7 +51,7 @@ pub fn run(args: AskArgs) -> Result<()> {
     let stream = args.stream && !args.json;
     let answer = pipeline.ask(&args.question, &settings, |piece| {
         if stream {
-            print!("{piece}");
+            print!("{}", rag::terminal::escape(piece));
             let _ = std::io::stdout().flush();
         }
         true
@@ -78,7 +78,7 @@ pub fn run(args: AskArgs) -> Result<()> {
     if stream {
         println!();
     } else {
-        println!("{}", answer.answer);
+        println!("{}", rag::terminal::escape(&answer.answer));
     }
     rag::ask::present::print_details(&answer, model_load_ms);
     Ok(())

@@ -145,6 +145,11 @@ pub struct StrategyArgs {
     /// other (Wikipedia-style links); 0 turns links off.
     #[arg(long, default_value_t = Tuning::default().link_weight)]
     pub link_weight: f32,
+    /// BM25 reads the question (and second-hop queries) as tantivy query syntax: `+word`
+    /// required, `-word` excluded, `"a phrase"`, `title:word`, `word~1`. Without it a question
+    /// is plain words.
+    #[arg(long)]
+    pub bm25_syntax: bool,
 }
 
 impl StrategyArgs {
@@ -162,6 +167,7 @@ impl StrategyArgs {
             hop_beam: self.hop_beam,
             hop_weight: self.hop_weight,
             link_weight: self.link_weight,
+            bm25_syntax: self.bm25_syntax,
         }
     }
 

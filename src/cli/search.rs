@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::Args;
 
 use rag::retrieve::{Mode, SearchRequest, SearchResponse, Strategy};
+use rag::terminal::escape;
 
 use super::flags::{CellArgs, IndexArgs, StrategyArgs};
 use super::print_json;
@@ -49,8 +50,9 @@ pub fn run(args: SearchArgs) -> Result<()> {
 fn print_hits(response: &SearchResponse) {
     for hit in &response.hits {
         let hop = if hit.hop == 2 { "  (second hop)" } else { "" };
-        println!("{:>2}. {:.4}  {}{hop}", hit.rank, hit.score, hit.title);
-        println!("    {}", snippet(&hit.text, 200));
+        let title = escape(&hit.title);
+        println!("{:>2}. {:.4}  {title}{hop}", hit.rank, hit.score);
+        println!("    {}", escape(&snippet(&hit.text, 200)));
     }
     println!(
         "{} results ({} mode, {} hop(s), layers {}, dim {}) in {:.1} ms (encode {:.1} ms, search {:.1} ms)",

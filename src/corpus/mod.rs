@@ -101,7 +101,20 @@ pub enum ParagraphText {
 impl Record {
     /// The paragraphs this record contributes to the corpus. HotpotQA sentences already carry
     /// their leading spaces, so they are concatenated as they are.
+    /// A paragraph without a title is malformed: the corpus is deduplicated by title, so a
+    /// second untitled paragraph would be dropped as a copy of the first.
     pub fn paragraphs(&self) -> Result<Vec<Paragraph>, String> {
+        let paragraphs = self.all_paragraphs()?;
+        match paragraphs.iter().position(|p| p.title.trim().is_empty()) {
+            Some(i) if paragraphs.len() > 1 => {
+                Err(format!("paragraph {} has an empty title", i + 1))
+            }
+            Some(_) => Err("has an empty title".into()),
+            None => Ok(paragraphs),
+        }
+    }
+
+    fn all_paragraphs(&self) -> Result<Vec<Paragraph>, String> {
         if let Some(context) = &self.context {
             return Ok(context
                 .iter()
@@ -242,6 +255,18 @@ mod tests {
         assert_eq!(record.paragraphs().unwrap()[0].text, "A. B.");
         let bad: Record = serde_json::from_str(r#"{"question":"q"}"#).unwrap();
         assert!(bad.paragraphs().is_err());
+    }
+
+    #[test]
+    fn an_empty_title_is_named() {
+        let untitled: Record = serde_json::from_str(r#"{"title":" ","text":"A."}"#).unwrap();
+        assert_eq!(untitled.paragraphs().unwrap_err(), "has an empty title");
+        let context: Record =
+            serde_json::from_str(r#"{"context":[["T",["a."]],["",["b."]]]}"#).unwrap();
+        assert_eq!(
+            context.paragraphs().unwrap_err(),
+            "paragraph 2 has an empty title"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod bert;
 pub mod dense_head;
 mod gemm;
+mod head;
 mod kernels;
 pub mod pooling;
 pub mod tiny;
@@ -233,16 +234,9 @@ impl Encoder {
     }
 
     /// Token ids of each text (with special tokens, truncated to `max_length`), tokenised in
-    /// parallel.
+    /// parallel; only the head of a long text is read ([`head`]).
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| anyhow!("tokenising: {e}"))?;
-        Ok(encodings
-            .into_iter()
-            .map(|e| e.get_ids().to_vec())
-            .collect())
+        head::tokenize_heads(&self.tokenizer, texts, self.max_length)
     }
 
     pub fn check_depths(&self, depths: &[usize]) -> Result<usize> {

@@ -222,9 +222,14 @@ impl Index {
 
     /// The `k` best documents for a question by BM25, as (global id, score), scored with the
     /// statistics of the whole corpus ([`bm25::search_all`]).
-    pub fn search_bm25(&self, question: &str, k: usize) -> Result<Vec<(u64, f32)>> {
+    pub fn search_bm25(
+        &self,
+        question: &str,
+        syntax: bm25::QuerySyntax,
+        k: usize,
+    ) -> Result<Vec<(u64, f32)>> {
         let indexes: Vec<&bm25::Bm25Index> = self.parts.iter().map(Part::bm25).collect();
-        let mut lists = bm25::search_all(&indexes, question, k)?;
+        let mut lists = bm25::search_all(&indexes, question, syntax, k)?;
         if let Some(i) = self.searched {
             lists = vec![lists.swap_remove(i)];
         }

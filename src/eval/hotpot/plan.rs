@@ -182,8 +182,13 @@ pub fn run_name(config: &RunConfig, llm: &Path) -> String {
         Some(t) if config.hops > 1 && t.link_weight > 0.0 => format!("{hops}l{}", t.link_weight),
         _ => hops,
     };
+    // Only with query syntax on, so that runs of plain-text questions keep their names.
+    let syntax = match config.tuning {
+        Some(t) if t.bm25_syntax && config.mode != Mode::Dense => "-bm25syntax",
+        _ => "",
+    };
     let retrieval = format!(
-        "{}{weight}{hops}-L{}-d{}",
+        "{}{weight}{hops}{syntax}-L{}-d{}",
         config.mode,
         dedup(layers),
         dedup(dims)

@@ -113,6 +113,7 @@ mod tests {
     use tantivy::collector::TopDocs;
 
     use super::super::tests::index_of;
+    use super::super::QuerySyntax;
 
     /// Query syntax a question may hold (required, excluded, phrases, groups, fields) matches
     /// what tantivy's own search matches, with its scores.
@@ -131,7 +132,7 @@ mod tests {
         ];
         let (index, _) = index_of(dir.path(), &docs);
         let searcher = index.reader.searcher();
-        for question in [
+        for (question, syntax) in [
             "which river flows through paris?",
             "+paris -cats river",
             "+flows +capitals",
@@ -140,10 +141,13 @@ mod tests {
             "title:seine paris",
             "-paris",
             "nothing here",
-        ] {
-            let (query, _) = index.parser.parse_query_lenient(question);
+        ]
+        .into_iter()
+        .flat_map(|q| [(q, QuerySyntax::Tantivy), (q, QuerySyntax::PlainText)])
+        {
+            let query = index.queries.build(question, syntax);
             let theirs = searcher.search(&query, &TopDocs::with_limit(10)).unwrap();
-            let ours = index.search(question, 10).unwrap();
+            let ours = index.search(question, syntax, 10).unwrap();
             assert_eq!(ours.len(), theirs.len(), "{question}: {ours:?} {theirs:?}");
             let mut theirs: Vec<(u64, f32)> = theirs
                 .iter()

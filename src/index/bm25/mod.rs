@@ -9,7 +9,7 @@ use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWrite
 use tantivy::directory::{
     Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
 };
-use tantivy::query::{Bm25StatisticsProvider, EnableScoring, QueryParser};
+use tantivy::query::{Bm25StatisticsProvider, EnableScoring};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED, STORED,
 };
@@ -19,7 +19,10 @@ use crate::corpus::Paragraph;
 use crate::index::sharded::top_k;
 
 mod exact;
+mod query;
 use exact::ExactQuery;
+use query::QueryBuilder;
+pub use query::QuerySyntax;
 
 const TOKENIZER: &str = "en_stem";
 /// The document's global id (a fast field: rankings break ties by it).
@@ -92,7 +95,7 @@ pub fn build(
 
 pub struct Bm25Index {
     reader: IndexReader,
-    parser: QueryParser,
+    queries: QueryBuilder,
 }
 
 impl Bm25Index {
@@ -104,13 +107,14 @@ impl Bm25Index {
             .and_then(|mmap| Ok(Index::open(ReadOnlyDirectory(mmap))?))
             .with_context(|| format!("opening BM25 index {}", dir.display()))?;
         let (_, fields) = schema();
-        let parser = QueryParser::for_index(&index, vec![fields.title, fields.text]);
+        let queries = QueryBuilder::new(&index, &[fields.title, fields.text])
+            .with_context(|| format!("reading the BM25 tokenizers of {}", dir.display()))?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .context("opening BM25 reader")?;
-        Ok(Self { reader, parser })
+        Ok(Self { reader, queries })
     }
 
     /// How many documents the index holds.
@@ -118,10 +122,10 @@ impl Bm25Index {
         self.reader.searcher().num_docs()
     }
 
-    /// The `k` best documents for a free-text question as (id, BM25 score). Query syntax in the
-    /// question (quotes, colons, stray parentheses) is read leniently, never as an error.
-    pub fn search(&self, question: &str, k: usize) -> Result<Vec<(u64, f32)>> {
-        search_all(&[self], question, k).map(|mut lists| lists.remove(0))
+    /// The `k` best documents for a question as (id, BM25 score), read as `syntax` says
+    /// ([`query`]); never an error for what the question says.
+    pub fn search(&self, question: &str, syntax: QuerySyntax, k: usize) -> Result<Vec<(u64, f32)>> {
+        search_all(&[self], question, syntax, k).map(|mut lists| lists.remove(0))
     }
 }
 
@@ -130,9 +134,14 @@ impl Bm25Index {
 /// exactly the score the document gets in one index of the whole corpus: BM25's idf and average
 /// length are corpus-wide, and a shard's own would rank a rare term of one shard above a common
 /// one of another. Merging the lists (best first, ties by id) gives the whole corpus's top k.
-pub fn search_all(shards: &[&Bm25Index], question: &str, k: usize) -> Result<Vec<Vec<(u64, f32)>>> {
+pub fn search_all(
+    shards: &[&Bm25Index],
+    question: &str,
+    syntax: QuerySyntax,
+    k: usize,
+) -> Result<Vec<Vec<(u64, f32)>>> {
     let first = shards.first().context("no BM25 index to search")?;
-    let (query, _ignored) = first.parser.parse_query_lenient(question);
+    let query = first.queries.build(question, syntax);
     let statistics = Summed(shards.iter().map(|s| s.reader.searcher()).collect());
     // One set of weights serves every shard: they hold only the corpus-wide statistics.
     let scoring = EnableScoring::enabled_from_statistics_provider(&statistics, &statistics.0[0]);
@@ -274,9 +283,57 @@ pub(super) mod tests {
         ];
         let (index, seen) = index_of(dir.path(), &docs);
         assert_eq!(seen, 3);
-        let hits = index.search("which cat runs?", 2).unwrap();
+        let hits = index
+            .search("which cat runs?", QuerySyntax::PlainText, 2)
+            .unwrap();
         assert_eq!(hits[0].0, 2);
-        // Unbalanced syntax is not an error.
-        assert!(index.search("\"capital (of: France", 3).unwrap()[0].0 == 0);
+        // Unbalanced syntax is not an error, read either way.
+        for syntax in [QuerySyntax::PlainText, QuerySyntax::Tantivy] {
+            assert!(index.search("\"capital (of: France", syntax, 3).unwrap()[0].0 == 0);
+        }
+    }
+
+    #[test]
+    fn a_question_is_words_unless_syntax_is_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = [
+            (
+                "Villaggio Mall",
+                "The biggest store, today owned by the State of Qatar, is in Doha.",
+            ),
+            ("Harrods", "Harrods is a store in London."),
+        ];
+        let (index, _) = index_of(dir.path(), &docs);
+        let question = "which store - today owned by the State of Qatar - is the biggest?";
+        let plain = index.search(question, QuerySyntax::PlainText, 2).unwrap();
+        assert_eq!(plain.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1]);
+        // As syntax, ` - today` and ` - is` exclude both paragraphs.
+        assert!(index
+            .search(question, QuerySyntax::Tantivy, 2)
+            .unwrap()
+            .is_empty());
+        // Operators are words: `-store` does not exclude, `title:` does not restrict.
+        for question in ["-store +London", "title:Harrods Qatar", "stores* Doha~2"] {
+            let hits = index.search(question, QuerySyntax::PlainText, 2).unwrap();
+            assert_eq!(hits.len(), 2, "{question}");
+        }
+    }
+
+    #[test]
+    fn plain_words_score_as_the_parser_scored_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = [
+            (
+                "Paris",
+                "Paris is the capital of France, and the capital of fashion.",
+            ),
+            ("Rivers", "The Danube flows through many capital cities."),
+        ];
+        let (index, _) = index_of(dir.path(), &docs);
+        let question = "what is the capital the river flows through";
+        assert_eq!(
+            index.search(question, QuerySyntax::PlainText, 2).unwrap(),
+            index.search(question, QuerySyntax::Tantivy, 2).unwrap()
+        );
     }
 }
