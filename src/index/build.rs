@@ -6,6 +6,10 @@
 //! `chunk_size` documents (docstore and vector files fsynced, then `progress.json` replaced
 //! atomically), so an interrupted build resumes from its last checkpoint.
 //!
+//! With `--dim K` the vectors are cut to their first K dimensions and renormalised as they are
+//! encoded, so the checkpoint, the faiss files and memory all hold K per depth; encoding stops at
+//! the deepest stored layer.
+//!
 //! With `--reduce pca:K` each depth's PCA is fitted once every document is encoded, on the
 //! checkpointed full-width vectors (a bounded, evenly spaced sample of them), and redone from
 //! them if the build is interrupted after encoding: the reduction is not part of what a
@@ -48,7 +52,8 @@ pub struct BuildOptions {
     pub encoder: EncoderOptions,
     /// Depths to store; `None` is the model's full depth.
     pub layers: Option<Vec<usize>>,
-    /// The size served by default; `None` is the full width (K with `reduce`).
+    /// Store the first K dimensions of each depth's vectors, renormalised (`--dim K`); `None`
+    /// is the full width (K with `reduce`). Queries may ask for any size up to it.
     pub dim: Option<usize>,
     /// Store the top K principal components of each depth's vectors instead of the vectors.
     pub reduce: Option<PcaSpec>,
@@ -91,6 +96,10 @@ struct Plan {
     skip_bad: bool,
     #[serde(default)]
     shard: Option<ShardSpec>,
+    /// Width of the checkpointed vectors when less than the model's (`--dim K`); `None`, the
+    /// full width, is what a checkpoint from before `--dim` stored.
+    #[serde(default)]
+    encoded_width: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -145,20 +154,13 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         .unwrap_or_else(|| vec![encoder.config().num_hidden_layers]);
     encoder.check_depths(&layers)?;
     let width = encoder.hidden_size();
-    let stored_dim = match options.reduce {
-        Some(spec) if spec.dim > width => {
-            bail!("--reduce {spec} keeps more dimensions than the model has ({width})")
-        }
-        Some(spec) => spec.dim,
-        None => width,
+    let stored_dim = stored_width(options, width, &encoder)?;
+    // The width of the checkpointed vectors: what is stored, or the full width a PCA is fitted on.
+    let encoded_width = if options.reduce.is_some() {
+        width
+    } else {
+        stored_dim
     };
-    let dim = options.dim.unwrap_or(stored_dim);
-    if dim == 0 || dim > stored_dim {
-        let what = options
-            .reduce
-            .map_or("this model".to_string(), |spec| format!("--reduce {spec}"));
-        bail!("--dim {dim} is outside 1..={stored_dim} for {what}");
-    }
 
     let plan = Plan {
         model: ModelIdentity::of(&encoder)?,
@@ -167,14 +169,15 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         corpus: corpus_files,
         skip_bad: options.skip_bad,
         shard: options.shard,
+        encoded_width: (encoded_width != width).then_some(encoded_width),
     };
     if !options.fresh {
-        if let Some(manifest) = current_manifest(&index_dir, &plan, dim, options.reduce) {
+        if let Some(manifest) = current_manifest(&index_dir, &plan, stored_dim, options.reduce) {
             return Ok(BuildSummary {
                 index_dir,
                 documents: manifest.documents,
                 layers,
-                dim,
+                dim: stored_dim,
                 stored_dim,
                 reduce: manifest.reduce,
                 resumed_from: 0,
@@ -224,7 +227,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             }
             None => None,
         };
-        build_dense(&work, depth, width, pca.as_ref(), documents)?;
+        build_dense(&work, depth, encoded_width, pca.as_ref(), documents)?;
     }
     let reduce = options.reduce.map(|method| StoredReduction {
         method,
@@ -241,7 +244,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         model: plan.model.clone(),
         layers: layers.clone(),
         stored_dim,
-        default_dim: dim,
+        default_dim: stored_dim,
         template: plan.template.clone(),
         corpus: plan.corpus.clone(),
         documents,
@@ -272,7 +275,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         index_dir,
         documents,
         layers,
-        dim,
+        dim: stored_dim,
         stored_dim,
         reduce,
         resumed_from,
@@ -285,11 +288,31 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     })
 }
 
+/// The width each depth's vectors are stored at: K with `--reduce pca:K` (the top K principal
+/// components) or `--dim K` (the first K dimensions, renormalised), else the model's width.
+fn stored_width(options: &BuildOptions, width: usize, encoder: &Encoder) -> Result<usize> {
+    match (options.reduce, options.dim) {
+        (Some(spec), Some(dim)) if dim != spec.dim => {
+            bail!("--dim {dim} and --reduce {spec} both set the stored width; give one of them")
+        }
+        (Some(spec), _) if spec.dim > width => {
+            bail!("--reduce {spec} keeps more dimensions than the model has ({width})")
+        }
+        (Some(spec), _) => Ok(spec.dim),
+        (None, Some(dim)) if dim == 0 || dim > width => bail!(
+            "--dim {dim} is outside 1..={width}, the widths of {}",
+            crate::files::model_name(&encoder.model_dir)
+        ),
+        (None, Some(dim)) => Ok(dim),
+        (None, None) => Ok(width),
+    }
+}
+
 /// The live index's manifest if it was built from exactly this plan, size and reduction.
 fn current_manifest(
     index_dir: &Path,
     plan: &Plan,
-    dim: usize,
+    stored_dim: usize,
     reduce: Option<PcaSpec>,
 ) -> Option<Manifest> {
     files::recover_interrupted_install(index_dir).ok()?;
@@ -298,7 +321,8 @@ fn current_manifest(
         && manifest.layers == plan.layers
         && manifest.template == plan.template
         && manifest.corpus == plan.corpus
-        && manifest.default_dim == dim
+        && manifest.stored_dim == stored_dim
+        && manifest.default_dim == stored_dim
         && manifest.reduce.as_ref().map(|r| r.method) == reduce
         && manifest.shard.map(|s| s.spec) == plan.shard;
     same.then_some(manifest)
@@ -336,7 +360,8 @@ fn encode_corpus(
 ) -> Result<(Checkpoint, CorpusCounts)> {
     let layers = checkpoint.plan.layers.clone();
     let hidden = encoder.hidden_size();
-    let row_bytes = (hidden * 4) as u64;
+    let width = checkpoint.plan.encoded_width.unwrap_or(hidden);
+    let row_bytes = (width * 4) as u64;
     let done = checkpoint.docstore.documents;
     let mut docs = DocStoreWriter::open_at(work, checkpoint.docstore)?;
     let mut vector_files = layers
@@ -394,7 +419,12 @@ fn encode_corpus(
         for paragraph in &chunk {
             docs.append(paragraph)?;
         }
-        for (file, matrix) in vector_files.iter_mut().zip(&vectors) {
+        for (file, matrix) in vector_files.iter_mut().zip(vectors) {
+            // The first `width` dims, renormalised: the ESE way to a smaller size.
+            let matrix = match width < hidden {
+                true => matrix.truncated(width),
+                false => matrix,
+            };
             write_f32s(file, &matrix.data)?;
             file.flush()?;
             file.get_ref().sync_data()?;
