@@ -29,7 +29,7 @@ use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions, FORMAT_VE
 use super::manifest::{ShardRecord, StoredReduction, REDUCED_FORMAT_VERSION};
 use super::sharded::{self, ShardSpec};
 use super::{bm25, create_dir, dense_file, pca_file, DenseIndex, Pca, PcaSpec};
-use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
+use crate::corpus::{self, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
 use crate::progress::{Progress, ProgressMode};
@@ -92,7 +92,7 @@ struct Plan {
     model: ModelIdentity,
     layers: Vec<usize>,
     template: String,
-    corpus: Vec<CorpusFile>,
+    corpus: Vec<PlannedInput>,
     skip_bad: bool,
     #[serde(default)]
     shard: Option<ShardSpec>,
@@ -100,6 +100,25 @@ struct Plan {
     /// full width, is what a checkpoint from before `--dim` stored.
     #[serde(default)]
     encoded_width: Option<usize>,
+}
+
+/// A corpus input as a plan names it: its checksum is known only once it has been read, while
+/// the build streams it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct PlannedInput {
+    path: PathBuf,
+    bytes: u64,
+    fingerprint: String,
+}
+
+impl From<&CorpusInput> for PlannedInput {
+    fn from(input: &CorpusInput) -> Self {
+        Self {
+            path: input.path.clone(),
+            bytes: input.bytes,
+            fingerprint: input.fingerprint.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -111,6 +130,9 @@ struct Checkpoint {
     /// Documents in the whole deduplicated corpus, set with `encoded`.
     #[serde(default)]
     corpus_documents: u64,
+    /// The corpus inputs with the checksums taken while encoding read them, set with `encoded`.
+    #[serde(default)]
+    corpus: Vec<CorpusFile>,
 }
 
 /// `index/default` -> `index/default.building`.
@@ -136,10 +158,10 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         Some(shard) => shard.dir(&options.index_dir),
         None => options.index_dir.clone(),
     };
-    let corpus_files = options
+    let inputs = options
         .corpus
         .iter()
-        .map(|p| CorpusFile::inspect(p))
+        .map(|p| CorpusInput::inspect(p))
         .collect::<Result<Vec<_>>>()?;
 
     let mut encoder_options = options.encoder.clone();
@@ -166,13 +188,15 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         model: ModelIdentity::of(&encoder)?,
         layers: layers.clone(),
         template: options.template.clone(),
-        corpus: corpus_files,
+        corpus: inputs.iter().map(PlannedInput::from).collect(),
         skip_bad: options.skip_bad,
         shard: options.shard,
         encoded_width: (encoded_width != width).then_some(encoded_width),
     };
     if !options.fresh {
-        if let Some(manifest) = current_manifest(&index_dir, &plan, stored_dim, options.reduce) {
+        if let Some(manifest) =
+            current_manifest(&index_dir, &plan, &inputs, stored_dim, options.reduce)
+        {
             return Ok(BuildSummary {
                 index_dir,
                 documents: manifest.documents,
@@ -197,7 +221,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     let encode_started = Instant::now();
     let (checkpoint, counts) = match checkpoint.encoded.clone() {
         Some(counts) => (checkpoint, counts),
-        None => encode_corpus(&encoder, &work, checkpoint, options)?,
+        None => encode_corpus(&encoder, &work, checkpoint, &inputs, options)?,
     };
     let encode_seconds = encode_started.elapsed().as_secs_f64();
     let encoded_now = checkpoint.docstore.documents - resumed_from;
@@ -246,7 +270,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         stored_dim,
         default_dim: stored_dim,
         template: plan.template.clone(),
-        corpus: plan.corpus.clone(),
+        corpus: checkpoint.corpus.clone(),
         documents,
         stats: counts.clone(),
         versions: Versions::default(),
@@ -312,6 +336,7 @@ fn stored_width(options: &BuildOptions, width: usize, encoder: &Encoder) -> Resu
 fn current_manifest(
     index_dir: &Path,
     plan: &Plan,
+    inputs: &[CorpusInput],
     stored_dim: usize,
     reduce: Option<PcaSpec>,
 ) -> Option<Manifest> {
@@ -320,7 +345,12 @@ fn current_manifest(
     let same = manifest.model == plan.model
         && manifest.layers == plan.layers
         && manifest.template == plan.template
-        && manifest.corpus == plan.corpus
+        && manifest.corpus.len() == inputs.len()
+        && manifest
+            .corpus
+            .iter()
+            .zip(inputs)
+            .all(|(c, i)| c.describes(i))
         && manifest.stored_dim == stored_dim
         && manifest.default_dim == stored_dim
         && manifest.reduce.as_ref().map(|r| r.method) == reduce
@@ -347,6 +377,7 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> 
         docstore: DocStoreMark::default(),
         encoded: None,
         corpus_documents: 0,
+        corpus: Vec::new(),
     };
     files::write_json_atomic(&progress_path, &checkpoint)?;
     Ok(checkpoint)
@@ -356,6 +387,7 @@ fn encode_corpus(
     encoder: &Encoder,
     work: &Path,
     mut checkpoint: Checkpoint,
+    inputs: &[CorpusInput],
     options: &BuildOptions,
 ) -> Result<(Checkpoint, CorpusCounts)> {
     let layers = checkpoint.plan.layers.clone();
@@ -379,7 +411,7 @@ fn encode_corpus(
     };
 
     let mut stream = Owned {
-        stream: ParagraphStream::open(&options.corpus, options.skip_bad),
+        stream: ParagraphStream::from_inputs(inputs.to_vec(), options.skip_bad),
         shard: options.shard,
         position: 0,
     };
@@ -452,6 +484,12 @@ fn encode_corpus(
     let counts = CorpusCounts::from(stats);
     checkpoint.encoded = Some(counts.clone());
     checkpoint.corpus_documents = stats.paragraphs as u64;
+    // Taken as the stream read the corpus: the build reads it once.
+    checkpoint.corpus = inputs
+        .iter()
+        .zip(stream.stream.digests())
+        .map(|(input, sha)| CorpusFile::new(input, sha.clone()))
+        .collect();
     files::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
     Ok((checkpoint, counts))
 }
