@@ -15,7 +15,9 @@ use super::print_json;
 
 #[derive(Args, Debug)]
 pub struct IndexArgs {
-    /// HotpotQA files (JSON array or JSONL); may be repeated. Default: both sample files.
+    /// HotpotQA files (JSON array or JSONL; plain, .bz2 or .gz) or folders of them (every file
+    /// under one, in path order: the Wikipedia dump once its .tar.bz2 is unpacked); may be
+    /// repeated. Regular files only: a pipe or FIFO is refused. Default: both sample files.
     #[arg(long = "corpus")]
     pub corpus: Vec<PathBuf>,
     #[command(flatten)]
