@@ -234,10 +234,12 @@ fn default_generator_answers_from_context_and_trims_it() {
     let paris = Paragraph {
         title: "Zorbland".into(),
         text: "The capital of Zorbland is Quimby, a port city.".into(),
+        links: Vec::new(),
     };
     let filler = Paragraph {
         title: "Filler".into(),
         text: "Nothing of note happened here. ".repeat(40),
+        links: Vec::new(),
     };
     let spec = PromptSpec::from_flags(Some(PromptStyle::Chat), None).unwrap();
     let pipeline = from_paragraphs(&generator, &spec);
@@ -362,6 +364,7 @@ fn zorbland() -> [Paragraph; 3] {
     .map(|(title, text)| Paragraph {
         title: title.into(),
         text: text.into(),
+        links: Vec::new(),
     })
 }
 

@@ -100,10 +100,11 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let dense = search(Mode::Dense, Some(1), Some(8)).unwrap();
     assert_eq!((dense.layers, dense.dim, dense.hits.len()), (1, 8, 5));
     assert!(dense.hits.windows(2).all(|w| w[0].score >= w[1].score));
-    // A size not built at index time is derived from the stored vectors in memory: reading an
+    // `--dim 16` stored 16 dims; a smaller size is derived from them in memory: reading an
     // index never writes to it.
+    assert!(index::dense_file(&index_dir, 3, 16).exists());
+    assert!(!index::dense_file(&index_dir, 3, 32).exists());
     assert!(!index::dense_file(&index_dir, 1, 8).exists());
-    assert!(!index::dense_file(&index_dir, 3, 16).exists());
 
     let err = search(Mode::Dense, Some(2), None).unwrap_err().to_string();
     assert!(err.contains("no vectors for --layers 2"), "{err}");
@@ -382,7 +383,7 @@ fn bad_reductions_are_refused_and_a_failed_fit_leaves_a_resumable_build() {
     );
     let err = index::build(&options(4, Some(8))).unwrap_err().to_string();
     assert!(
-        err.contains("--dim 8 is outside 1..=4 for --reduce pca:4"),
+        err.contains("--dim 8 and --reduce pca:4 both set the stored width"),
         "{err}"
     );
 

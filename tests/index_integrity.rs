@@ -56,7 +56,8 @@ fn a_vector_file_that_disagrees_with_the_manifest_is_refused_never_searched_as_a
     let tmp = tempfile::tempdir().unwrap();
     let big = tiny_index(tmp.path(), "big", 20);
     let small = tiny_index(tmp.path(), "small", 2);
-    let file = "dense/L3-d32.faiss";
+    // `tiny_build_options` stores 16 dims.
+    let file = "dense/L3-d16.faiss";
 
     // Fewer vectors than documents (another index's file).
     std::fs::copy(small.join(file), big.join(file)).unwrap();
@@ -76,7 +77,7 @@ fn a_vector_file_that_disagrees_with_the_manifest_is_refused_never_searched_as_a
     // A NaN written over a vector is refused even in an index without checksums.
     strip_checksums(&big);
     let nan = f32::NAN.to_le_bytes();
-    let at = bytes.len() - 4 * 32;
+    let at = bytes.len() - 4 * 16;
     bytes[at..at + 4].copy_from_slice(&nan);
     std::fs::write(&path, &bytes).unwrap();
     let err = search(&big).unwrap_err();

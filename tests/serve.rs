@@ -21,14 +21,17 @@ use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
 use rag::serve::{self, Answerer, LiveIndex, Models, ServeConfig};
 use serde_json::{json, Value};
 
-/// A tiny model (hidden size 32, 3 layers) and an index of 100 paragraphs at depths 1 and 3.
+/// A tiny model (hidden size 32, 3 layers) and an index of 100 paragraphs at depths 1 and 3,
+/// stored at the full width.
 fn tiny_index(dir: &Path) -> (PathBuf, PathBuf) {
     let model = dir.join("model");
     TinyBert::default().write(&model).unwrap();
     let corpus = dir.join("corpus.json");
     common::write_corpus(&corpus, 20, 5);
     let index_dir = dir.join("index");
-    index::build(&common::tiny_build_options(&model, corpus, &index_dir)).unwrap();
+    let mut options = common::tiny_build_options(&model, corpus, &index_dir);
+    options.dim = None;
+    index::build(&options).unwrap();
     (model, index_dir)
 }
 
@@ -263,11 +266,12 @@ fn routes_answer_like_the_library() {
     let library = Retriever::open(&index_dir, None, Precision::F32).unwrap();
     for (mode, hops, layers, dim) in [
         (Mode::Dense, 1, 1, 8),
-        (Mode::Bm25, 1, 3, 16),
+        // BM25 alone reports the default size (the stored width), whatever was asked.
+        (Mode::Bm25, 1, 3, 32),
         (Mode::Hybrid, 1, 3, 16),
         (Mode::Fusion, 1, 3, 16),
         (Mode::Fusion, 2, 1, 8),
-        (Mode::Bm25, 2, 3, 16),
+        (Mode::Bm25, 2, 3, 32),
     ] {
         let reply = server.post(
             "/search",

@@ -171,12 +171,14 @@ fn sweep_summary(layers: &[usize], dims: &[usize], with_em: bool) -> Value {
            "cells": cells, "seconds": 1.0})
 }
 
-/// A tiny model and index (depths 1 and 3, hidden size 32, served at 16) under `dir`, and a
+/// A tiny model and index (depths 1 and 3, hidden size 32, stored and served at 32) under `dir`, and a
 /// runs folder with one sweep, one single-cell run and a hidden folder.
 fn tiny_setup(dir: &Path) -> (PathBuf, PathBuf) {
     let (model, corpus) = common::tiny_model_and_corpus(dir, 20, 5);
     let index_dir = dir.join("index");
-    index::build(&common::tiny_build_options(&model, corpus, &index_dir)).unwrap();
+    let mut options = common::tiny_build_options(&model, corpus, &index_dir);
+    options.dim = None;
+    index::build(&options).unwrap();
     let runs = dir.join("runs");
     for (name, summary) in [
         ("sweep-a", sweep_summary(&[1, 3], &[16, 32], true)),
@@ -358,7 +360,7 @@ fn page_in_a_headless_browser() {
     // Ask with the keyboard alone: type, Enter.
     let question = "topic 7 river city film";
     browser.type_into("#question", &format!("{question}{ENTER}"));
-    let default_ids = server.search_ids(question, 5, 3, 16);
+    let default_ids = server.search_ids(question, 5, 3, 32);
     if llm.is_some() {
         browser.wait_for(
             "the answer",
@@ -432,7 +434,7 @@ fn page_in_a_headless_browser() {
     browser.screenshot(&screenshot_dir().join("wide.png"));
 
     // A shallower encoder: the evidence changes at once, to what /search gives at that depth.
-    let shallow_ids = server.search_ids(question, 5, 1, 16);
+    let shallow_ids = server.search_ids(question, 5, 1, 32);
     assert_ne!(
         shallow_ids, default_ids,
         "depths 1 and 3 agree: the check below could not fail"
@@ -442,16 +444,16 @@ fn page_in_a_headless_browser() {
     let url = browser.eval("return location.search", &[]);
     assert!(url.as_str().unwrap().contains("layers=1"), "{url}");
     // A depth x size cell picked with the keyboard sets the controls.
-    browser.type_into("#tradeoff .cell[data-layers='3'][data-dim='32']", ENTER);
+    browser.type_into("#tradeoff .cell[data-layers='3'][data-dim='16']", ENTER);
     assert_eq!(
         wait_for_retrieved(&browser, 3),
-        server.search_ids(question, 5, 3, 32)
+        server.search_ids(question, 5, 3, 16)
     );
     let picked = browser.eval(
         "return [document.getElementById('layers').value, document.getElementById('dim').value]",
         &[],
     );
-    assert_eq!(picked, json!(["3", "32"]));
+    assert_eq!(picked, json!(["3", "16"]));
 
     // The URL carries the settings: a fresh load of it comes back with them.
     let shared = "/?q=topic+7+river&layers=1&dim=32&k=3&mode=hybrid";

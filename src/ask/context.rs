@@ -207,6 +207,7 @@ pub fn select(
             measure(&[Paragraph {
                 title: s.paragraph.title.clone(),
                 text: String::new(),
+                links: Vec::new(),
             }])
         })
         .collect();
@@ -273,6 +274,7 @@ fn render(scored: &[ScoredParagraph], kept: &[Vec<bool>]) -> Vec<Paragraph> {
                 .map(|(r, _)| &s.paragraph.text[r.clone()])
                 .collect::<Vec<_>>()
                 .join(" "),
+            links: Vec::new(),
         })
         .collect()
 }
@@ -301,10 +303,12 @@ mod tests {
                 title: "Ed Wood".into(),
                 text: "Ed Wood was an American filmmaker. He made cheap films. He died in 1978."
                     .into(),
+                links: Vec::new(),
             },
             Paragraph {
                 title: "Scott Derrickson".into(),
                 text: "Scott Derrickson is an American director. He directed Sinister.".into(),
+                links: Vec::new(),
             },
         ]
     }

@@ -15,7 +15,9 @@ use super::print_json;
 
 #[derive(Args, Debug)]
 pub struct IndexArgs {
-    /// HotpotQA files (JSON array or JSONL); may be repeated. Default: both sample files.
+    /// HotpotQA files (JSON array or JSONL; plain, .bz2 or .gz) or folders of them (every file
+    /// under one, in path order: the Wikipedia dump once its .tar.bz2 is unpacked); may be
+    /// repeated. Regular files only: a pipe or FIFO is refused. Default: both sample files.
     #[arg(long = "corpus")]
     pub corpus: Vec<PathBuf>,
     #[command(flatten)]
@@ -28,8 +30,9 @@ pub struct IndexArgs {
     /// Depths to store, e.g. 1,3,6: one forward pass yields all of them (default: full depth).
     #[arg(long)]
     pub layers: Option<NumberList>,
-    /// Size served by default; every smaller size stays available (default: full width, or K
-    /// with --reduce pca:K).
+    /// Store each depth's first K dimensions, renormalised (ESE / Matryoshka truncation): the
+    /// vector files, memory and search cost shrink to K/width; queries may ask for any size up
+    /// to K (default: the model's full width).
     #[arg(long)]
     pub dim: Option<usize>,
     /// Store each depth's top K principal components (fitted on the corpus, applied to queries

@@ -1,23 +1,30 @@
 //! HotpotQA ingestion: records in the original JSON format (one JSON array) or as JSONL, read
 //! as a stream so that a corpus far larger than memory (the full 5.2M-paragraph Wikipedia dump)
-//! goes through in bounded memory.
+//! goes through in bounded memory; files plain or compressed, alone or in folders ([`input`]).
 
+pub mod input;
+pub mod links;
 mod stream;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use input::CorpusInput;
 pub use stream::{for_each_record, ParagraphStream, StreamStats};
 
 /// The default text that gets encoded for a paragraph.
 pub const DEFAULT_TEMPLATE: &str = "{title}: {text}";
 
 /// One corpus document: a Wikipedia paragraph.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Paragraph {
     pub title: String,
     pub text: String,
+    /// The titles this paragraph links to, when its record carried hyperlinks (the Wikipedia
+    /// dump's `text_with_links`; see [`links`]); stored only when there are some.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<String>,
 }
 
 impl Paragraph {
@@ -29,6 +36,7 @@ impl Paragraph {
         Self {
             title: decode_entities(self.title),
             text: decode_entities(self.text),
+            links: self.links,
         }
     }
 
@@ -88,6 +96,10 @@ pub struct Record {
     pub title: Option<String>,
     #[serde(default)]
     pub text: Option<ParagraphText>,
+    /// The Wikipedia dump's sentences with their hyperlinks as `<a href>` tags (its
+    /// `charoffset*` fields, token offsets, are not needed and not read).
+    #[serde(default)]
+    pub text_with_links: Option<ParagraphText>,
 }
 
 /// A paragraph body given either as one string or as its list of sentences.
@@ -96,6 +108,16 @@ pub struct Record {
 pub enum ParagraphText {
     Joined(String),
     Sentences(Vec<String>),
+}
+
+impl ParagraphText {
+    /// The sentences, or the one string.
+    fn parts(&self) -> Vec<&str> {
+        match self {
+            ParagraphText::Joined(s) => vec![s.as_str()],
+            ParagraphText::Sentences(s) => s.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 impl Record {
@@ -121,16 +143,18 @@ impl Record {
                 .map(|(title, sentences)| Paragraph {
                     title: title.clone(),
                     text: sentences.concat(),
+                    links: Vec::new(),
                 })
                 .collect());
         }
         match (&self.title, &self.text) {
             (Some(title), Some(text)) => Ok(vec![Paragraph {
                 title: title.clone(),
-                text: match text {
-                    ParagraphText::Joined(s) => s.clone(),
-                    ParagraphText::Sentences(s) => s.concat(),
-                },
+                text: text.parts().concat(),
+                links: self
+                    .text_with_links
+                    .as_ref()
+                    .map_or_else(Vec::new, |t| links::targets(t.parts())),
             }]),
             _ => Err("has neither `context` nor `title` and `text`".into()),
         }
@@ -202,25 +226,46 @@ pub fn read_questions(path: &Path, limit: usize) -> anyhow::Result<Vec<Question>
     Ok(questions)
 }
 
-/// A corpus input file with the sha256 the index manifest records for it.
+/// A corpus input (a file, or a folder of files) as the manifest records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CorpusFile {
     pub path: PathBuf,
+    /// sha256 of the raw bytes, computed while they were read for the build (see
+    /// [`CorpusInput::read`]).
     pub sha256: String,
     pub bytes: u64,
+    /// [`CorpusInput::fingerprint`], by which a later build finds the input unchanged without
+    /// reading it (empty in an index from before it, which is checked by its sha256 instead).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fingerprint: String,
 }
 
 impl CorpusFile {
-    pub fn inspect(path: &Path) -> anyhow::Result<Self> {
-        use anyhow::Context;
-        let bytes = std::fs::metadata(path)
-            .with_context(|| format!("corpus file {}", path.display()))?
-            .len();
-        Ok(Self {
-            path: path.to_path_buf(),
-            sha256: crate::files::sha256_file(path)?,
-            bytes,
-        })
+    pub fn new(input: &CorpusInput, sha256: String) -> Self {
+        Self {
+            path: input.path.clone(),
+            sha256,
+            bytes: input.bytes,
+            fingerprint: input.fingerprint.clone(),
+        }
+    }
+
+    /// Whether `input` is still what this records: by fingerprint, or for a record without one
+    /// by reading the input for its sha256.
+    pub fn describes(&self, input: &CorpusInput) -> bool {
+        if self.path != input.path || self.bytes != input.bytes {
+            return false;
+        }
+        if !self.fingerprint.is_empty() {
+            return self.fingerprint == input.fingerprint;
+        }
+        input::sha256(input).is_ok_and(|sha| sha == self.sha256)
+    }
+
+    /// The same input read on another machine: path, size and checksum (not the fingerprint,
+    /// whose times differ between copies).
+    pub fn same_content(&self, other: &Self) -> bool {
+        (&self.path, &self.sha256, self.bytes) == (&other.path, &other.sha256, other.bytes)
     }
 }
 
@@ -250,6 +295,35 @@ mod tests {
     }
 
     #[test]
+    fn dump_records_keep_their_links() {
+        let record: Record = serde_json::from_str(
+            r#"{"id":"12","url":"https://en.wikipedia.org/wiki?curid=12","title":"Anarchism",
+                "text":["Anarchism is a philosophy.", " It rejects hierarchy."],
+                "charoffset":[[[0,9]],[[0,3]]],
+                "text_with_links":["Anarchism is a <a href=\"political%20philosophy\">philosophy</a>.", " It rejects <a href=\"Hierarchy\">hierarchy</a>."],
+                "charoffset_with_links":[[[0,9]],[[0,3]]]}"#,
+        )
+        .unwrap();
+        let paragraph = record.paragraphs().unwrap().remove(0);
+        assert_eq!(
+            paragraph.text,
+            "Anarchism is a philosophy. It rejects hierarchy."
+        );
+        assert_eq!(paragraph.links, ["Political philosophy", "Hierarchy"]);
+        // Stored only when there are links.
+        let json = serde_json::to_string(&paragraph).unwrap();
+        assert!(
+            json.contains("\"links\":[\"Political philosophy\""),
+            "{json}"
+        );
+        let plain = Paragraph {
+            links: Vec::new(),
+            ..paragraph
+        };
+        assert!(!serde_json::to_string(&plain).unwrap().contains("links"));
+    }
+
+    #[test]
     fn plain_paragraph_records_are_accepted() {
         let record: Record = serde_json::from_str(r#"{"title":"T","text":["A.", " B."]}"#).unwrap();
         assert_eq!(record.paragraphs().unwrap()[0].text, "A. B.");
@@ -274,6 +348,7 @@ mod tests {
         let p = Paragraph {
             title: "Vernon Crawford &quot;Jack&quot; Cooke".into(),
             text: "Tom &amp; Jerry".into(),
+            links: Vec::new(),
         }
         .decoded();
         assert_eq!(p.title, "Vernon Crawford \"Jack\" Cooke");

@@ -2,7 +2,6 @@
 
 use std::cell::Cell;
 use std::collections::HashSet;
-use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -11,53 +10,36 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
 
-use super::{Paragraph, Record};
+use super::{CorpusInput, Paragraph, Record};
 
-/// Calls `f(record_number, record)` for every record of a HotpotQA file, in file order, holding
-/// one record in memory at a time. A record that is valid JSON but not a HotpotQA record reaches
-/// `f` as `Err(reason)` so the caller can skip or reject it; broken JSON ends the read with an
-/// error naming the record. Record numbers start at 1.
+/// Calls `f(record_number, record)` for every record of a HotpotQA file (plain, `.bz2` or
+/// `.gz`), in file order, holding one record in memory at a time. A record that is valid JSON but
+/// not a HotpotQA record reaches `f` as `Err(reason)` so the caller can skip or reject it; broken
+/// JSON ends the read with an error naming the record. Record numbers start at 1.
 pub fn for_each_record(
     path: &Path,
-    f: impl FnMut(usize, Result<Record, String>) -> Result<()>,
-) -> Result<()> {
-    read_records(path, &Cell::new(0), f)
-}
-
-/// [`for_each_record`] that also adds the bytes it reads to `bytes_read`, for progress reports.
-fn read_records(
-    path: &Path,
-    bytes_read: &Cell<u64>,
     mut f: impl FnMut(usize, Result<Record, String>) -> Result<()>,
 ) -> Result<()> {
-    let file = File::open(path).with_context(|| format!("opening corpus {}", path.display()))?;
-    let counted = CountingReader {
-        inner: file,
-        bytes_read,
-    };
-    let mut reader = BufReader::with_capacity(1 << 20, counted);
+    let reader = super::input::open_decoded(path)?;
+    read_records(path, reader, &mut f)
+}
+
+/// The records of one file's (decompressed) bytes, as [`for_each_record`].
+fn read_records(
+    path: &Path,
+    reader: impl Read,
+    f: &mut impl FnMut(usize, Result<Record, String>) -> Result<()>,
+) -> Result<()> {
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
     match first_byte(&mut reader).with_context(|| format!("reading {}", path.display()))? {
         None => bail!("{}: the file is empty", path.display()),
-        Some(b'[') => read_array(path, reader, &mut f),
-        Some(b'{') => read_jsonl(path, reader, &mut f),
+        Some(b'[') => read_array(path, reader, f),
+        Some(b'{') => read_jsonl(path, reader, f),
         Some(other) => bail!(
             "{}: not HotpotQA JSON (expected a JSON array or JSON lines, found {:?})",
             path.display(),
             other as char
         ),
-    }
-}
-
-struct CountingReader<'a, R> {
-    inner: R,
-    bytes_read: &'a Cell<u64>,
-}
-
-impl<R: Read> Read for CountingReader<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.bytes_read.set(self.bytes_read.get() + n as u64);
-        Ok(n)
     }
 }
 
@@ -195,8 +177,9 @@ pub struct StreamStats {
 enum Message {
     /// A paragraph and the corpus bytes read when it was parsed.
     Paragraph(Paragraph, u64),
-    /// The end, with the counts of the pass and the corpus bytes read in all.
-    Done(StreamStats, u64),
+    /// The end, with the counts of the pass, the corpus bytes read in all and each input's
+    /// sha256.
+    Done(StreamStats, u64, Vec<String>),
     Failed(anyhow::Error),
 }
 
@@ -206,6 +189,7 @@ enum Message {
 pub struct ParagraphStream {
     receiver: Receiver<Message>,
     stats: Option<StreamStats>,
+    digests: Vec<String>,
     finished: bool,
     /// Bytes read up to the paragraph last given out (the reader thread's own count runs a
     /// queue of paragraphs ahead).
@@ -215,15 +199,32 @@ pub struct ParagraphStream {
 const QUEUE_DEPTH: usize = 4096;
 
 impl ParagraphStream {
+    /// The paragraphs of `files` (each a file or a folder, see [`CorpusInput`]).
     pub fn open(files: &[PathBuf], skip_bad: bool) -> Self {
-        let (sender, receiver) = sync_channel(QUEUE_DEPTH);
         let files = files.to_vec();
+        Self::spawn(skip_bad, move || {
+            files.iter().map(|p| CorpusInput::inspect(p)).collect()
+        })
+    }
+
+    /// The paragraphs of `inputs`, each input's sha256 computed as it is read
+    /// ([`ParagraphStream::digests`]).
+    pub fn from_inputs(inputs: Vec<CorpusInput>, skip_bad: bool) -> Self {
+        Self::spawn(skip_bad, move || Ok(inputs))
+    }
+
+    fn spawn(
+        skip_bad: bool,
+        inputs: impl FnOnce() -> Result<Vec<CorpusInput>> + Send + 'static,
+    ) -> Self {
+        let (sender, receiver) = sync_channel(QUEUE_DEPTH);
         std::thread::spawn(move || {
             let counter = Cell::new(0);
             let mut stats = StreamStats::default();
             let mut seen: HashSet<u128> = HashSet::new();
-            let result = files.iter().try_for_each(|path| {
-                read_records(path, &counter, |number, record| {
+            let mut digests = Vec::new();
+            let mut each_record = |path: &Path, reader: &mut dyn Read| {
+                read_records(path, reader, &mut |number, record| {
                     stats.records += 1;
                     let record = match record {
                         Ok(r) => r,
@@ -248,18 +249,31 @@ impl ParagraphStream {
                     }
                     Ok(())
                 })
+            };
+            let result = inputs().and_then(|inputs| {
+                inputs.iter().try_for_each(|input| {
+                    digests.push(input.read(&counter, &mut each_record)?);
+                    Ok(())
+                })
             });
             let _ = sender.send(match result {
-                Ok(()) => Message::Done(stats, counter.get()),
+                Ok(()) => Message::Done(stats, counter.get(), digests),
                 Err(e) => Message::Failed(e),
             });
         });
         Self {
             receiver,
             stats: None,
+            digests: Vec::new(),
             finished: false,
             position: 0,
         }
+    }
+
+    /// Each input's sha256 over its raw bytes, computed while they were read; empty until the
+    /// stream has been read to its end.
+    pub fn digests(&self) -> &[String] {
+        &self.digests
     }
 
     /// Bytes of the corpus files read up to the paragraph this stream last gave out (to within
@@ -287,9 +301,10 @@ impl Iterator for ParagraphStream {
                 self.position = position;
                 Some(Ok(p))
             }
-            Ok(Message::Done(stats, bytes)) => {
+            Ok(Message::Done(stats, bytes, digests)) => {
                 self.position = bytes;
                 self.stats = Some(stats);
+                self.digests = digests;
                 self.finished = true;
                 None
             }

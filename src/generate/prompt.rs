@@ -219,6 +219,7 @@ mod tests {
             .map(|i| Paragraph {
                 title: format!("T{i}"),
                 text: format!("text {i} has {{question}} in it."),
+                links: Vec::new(),
             })
             .collect()
     }

@@ -6,6 +6,10 @@
 //! `chunk_size` documents (docstore and vector files fsynced, then `progress.json` replaced
 //! atomically), so an interrupted build resumes from its last checkpoint.
 //!
+//! With `--dim K` the vectors are cut to their first K dimensions and renormalised as they are
+//! encoded, so the checkpoint, the faiss files and memory all hold K per depth; encoding stops at
+//! the deepest stored layer.
+//!
 //! With `--reduce pca:K` each depth's PCA is fitted once every document is encoded, on the
 //! checkpointed full-width vectors (a bounded, evenly spaced sample of them), and redone from
 //! them if the build is interrupted after encoding: the reduction is not part of what a
@@ -25,7 +29,7 @@ use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
 use super::sharded::{self, ShardSpec};
 use super::{bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, Part, Pca, PcaSpec};
-use crate::corpus::{self, CorpusFile, Paragraph, ParagraphStream};
+use crate::corpus::{self, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
 use crate::progress::{Progress, ProgressMode};
@@ -48,7 +52,8 @@ pub struct BuildOptions {
     pub encoder: EncoderOptions,
     /// Depths to store; `None` is the model's full depth.
     pub layers: Option<Vec<usize>>,
-    /// The size served by default; `None` is the full width (K with `reduce`).
+    /// Store the first K dimensions of each depth's vectors, renormalised (`--dim K`); `None`
+    /// is the full width (K with `reduce`). Queries may ask for any size up to it.
     pub dim: Option<usize>,
     /// Store the top K principal components of each depth's vectors instead of the vectors.
     pub reduce: Option<PcaSpec>,
@@ -87,10 +92,33 @@ struct Plan {
     model: ModelIdentity,
     layers: Vec<usize>,
     template: String,
-    corpus: Vec<CorpusFile>,
+    corpus: Vec<PlannedInput>,
     skip_bad: bool,
     #[serde(default)]
     shard: Option<ShardSpec>,
+    /// Width of the checkpointed vectors when less than the model's (`--dim K`); `None`, the
+    /// full width, is what a checkpoint from before `--dim` stored.
+    #[serde(default)]
+    encoded_width: Option<usize>,
+}
+
+/// A corpus input as a plan names it: its checksum is known only once it has been read, while
+/// the build streams it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct PlannedInput {
+    path: PathBuf,
+    bytes: u64,
+    fingerprint: String,
+}
+
+impl From<&CorpusInput> for PlannedInput {
+    fn from(input: &CorpusInput) -> Self {
+        Self {
+            path: input.path.clone(),
+            bytes: input.bytes,
+            fingerprint: input.fingerprint.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -102,6 +130,9 @@ struct Checkpoint {
     /// Documents in the whole deduplicated corpus, set with `encoded`.
     #[serde(default)]
     corpus_documents: u64,
+    /// The corpus inputs with the checksums taken while encoding read them, set with `encoded`.
+    #[serde(default)]
+    corpus: Vec<CorpusFile>,
 }
 
 /// `index/default` -> `index/default.building`.
@@ -130,10 +161,10 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     })?;
     let _lock = lock::BuildLock::acquire(&index_dir)?;
     target::check_siblings(&index_dir)?;
-    let corpus_files = options
+    let inputs = options
         .corpus
         .iter()
-        .map(|p| CorpusFile::inspect(p))
+        .map(|p| CorpusInput::inspect(p))
         .collect::<Result<Vec<_>>>()?;
 
     let mut encoder_options = options.encoder.clone();
@@ -148,36 +179,32 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         .unwrap_or_else(|| vec![encoder.config().num_hidden_layers]);
     encoder.check_depths(&layers)?;
     let width = encoder.hidden_size();
-    let stored_dim = match options.reduce {
-        Some(spec) if spec.dim > width => {
-            bail!("--reduce {spec} keeps more dimensions than the model has ({width})")
-        }
-        Some(spec) => spec.dim,
-        None => width,
+    let stored_dim = stored_width(options, width, &encoder)?;
+    // The width of the checkpointed vectors: what is stored, or the full width a PCA is fitted on.
+    let encoded_width = if options.reduce.is_some() {
+        width
+    } else {
+        stored_dim
     };
-    let dim = options.dim.unwrap_or(stored_dim);
-    if dim == 0 || dim > stored_dim {
-        let what = options
-            .reduce
-            .map_or("this model".to_string(), |spec| format!("--reduce {spec}"));
-        bail!("--dim {dim} is outside 1..={stored_dim} for {what}");
-    }
 
     let plan = Plan {
         model: ModelIdentity::of(&encoder)?,
         layers: layers.clone(),
         template: options.template.clone(),
-        corpus: corpus_files,
+        corpus: inputs.iter().map(PlannedInput::from).collect(),
         skip_bad: options.skip_bad,
         shard: options.shard,
+        encoded_width: (encoded_width != width).then_some(encoded_width),
     };
     if !options.fresh {
-        if let Some(manifest) = current_manifest(&index_dir, &plan, dim, options.reduce) {
+        if let Some(manifest) =
+            current_manifest(&index_dir, &plan, &inputs, stored_dim, options.reduce)
+        {
             return Ok(BuildSummary {
                 index_dir,
                 documents: manifest.documents,
                 layers,
-                dim,
+                dim: stored_dim,
                 stored_dim,
                 reduce: manifest.reduce,
                 resumed_from: 0,
@@ -197,7 +224,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     let encode_started = Instant::now();
     let (checkpoint, counts) = match checkpoint.encoded.clone() {
         Some(counts) => (checkpoint, counts),
-        None => encode_corpus(&encoder, &work, checkpoint, options)?,
+        None => encode_corpus(&encoder, &work, checkpoint, &inputs, options)?,
     };
     let encode_seconds = encode_started.elapsed().as_secs_f64();
     let encoded_now = checkpoint.docstore.documents - resumed_from;
@@ -227,7 +254,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             }
             None => None,
         };
-        build_dense(&work, depth, width, pca.as_ref(), documents)?;
+        build_dense(&work, depth, encoded_width, pca.as_ref(), documents)?;
     }
     let reduce = options.reduce.map(|method| StoredReduction {
         method,
@@ -240,9 +267,9 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         model: plan.model.clone(),
         layers: layers.clone(),
         stored_dim,
-        default_dim: dim,
+        default_dim: stored_dim,
         template: plan.template.clone(),
-        corpus: plan.corpus.clone(),
+        corpus: checkpoint.corpus.clone(),
         documents,
         stats: counts.clone(),
         versions: Versions::default(),
@@ -272,7 +299,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         index_dir,
         documents,
         layers,
-        dim,
+        dim: stored_dim,
         stored_dim,
         reduce,
         resumed_from,
@@ -285,13 +312,34 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     })
 }
 
+/// The width each depth's vectors are stored at: K with `--reduce pca:K` (the top K principal
+/// components) or `--dim K` (the first K dimensions, renormalised), else the model's width.
+fn stored_width(options: &BuildOptions, width: usize, encoder: &Encoder) -> Result<usize> {
+    match (options.reduce, options.dim) {
+        (Some(spec), Some(dim)) if dim != spec.dim => {
+            bail!("--dim {dim} and --reduce {spec} both set the stored width; give one of them")
+        }
+        (Some(spec), _) if spec.dim > width => {
+            bail!("--reduce {spec} keeps more dimensions than the model has ({width})")
+        }
+        (Some(spec), _) => Ok(spec.dim),
+        (None, Some(dim)) if dim == 0 || dim > width => bail!(
+            "--dim {dim} is outside 1..={width}, the widths of {}",
+            crate::files::model_name(&encoder.model_dir)
+        ),
+        (None, Some(dim)) => Ok(dim),
+        (None, None) => Ok(width),
+    }
+}
+
 /// The live index's manifest if it was built from exactly this plan, size and reduction, and
 /// opens (every size and header checks: "up to date" is never said of an index that cannot be
 /// searched).
 fn current_manifest(
     index_dir: &Path,
     plan: &Plan,
-    dim: usize,
+    inputs: &[CorpusInput],
+    stored_dim: usize,
     reduce: Option<PcaSpec>,
 ) -> Option<Manifest> {
     files::recover_interrupted_install(index_dir).ok()?;
@@ -299,8 +347,14 @@ fn current_manifest(
     let same = manifest.model == plan.model
         && manifest.layers == plan.layers
         && manifest.template == plan.template
-        && manifest.corpus == plan.corpus
-        && manifest.default_dim == dim
+        && manifest.corpus.len() == inputs.len()
+        && manifest
+            .corpus
+            .iter()
+            .zip(inputs)
+            .all(|(c, i)| c.describes(i))
+        && manifest.stored_dim == stored_dim
+        && manifest.default_dim == stored_dim
         && manifest.reduce.as_ref().map(|r| r.method) == reduce
         && manifest.shard.map(|s| s.spec) == plan.shard;
     if !same {
@@ -334,6 +388,7 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> 
         docstore: DocStoreMark::default(),
         encoded: None,
         corpus_documents: 0,
+        corpus: Vec::new(),
     };
     files::write_json_atomic(&progress_path, &checkpoint)?;
     Ok(checkpoint)
@@ -343,11 +398,13 @@ fn encode_corpus(
     encoder: &Encoder,
     work: &Path,
     mut checkpoint: Checkpoint,
+    inputs: &[CorpusInput],
     options: &BuildOptions,
 ) -> Result<(Checkpoint, CorpusCounts)> {
     let layers = checkpoint.plan.layers.clone();
     let hidden = encoder.hidden_size();
-    let row_bytes = (hidden * 4) as u64;
+    let width = checkpoint.plan.encoded_width.unwrap_or(hidden);
+    let row_bytes = (width * 4) as u64;
     let done = checkpoint.docstore.documents;
     let mut docs = DocStoreWriter::open_at(work, checkpoint.docstore)?;
     let mut vector_files = layers
@@ -365,7 +422,7 @@ fn encode_corpus(
     };
 
     let mut stream = Owned {
-        stream: ParagraphStream::open(&options.corpus, options.skip_bad),
+        stream: ParagraphStream::from_inputs(inputs.to_vec(), options.skip_bad),
         shard: options.shard,
         position: 0,
     };
@@ -405,7 +462,12 @@ fn encode_corpus(
         for paragraph in &chunk {
             docs.append(paragraph)?;
         }
-        for (file, matrix) in vector_files.iter_mut().zip(&vectors) {
+        for (file, matrix) in vector_files.iter_mut().zip(vectors) {
+            // The first `width` dims, renormalised: the ESE way to a smaller size.
+            let matrix = match width < hidden {
+                true => matrix.truncated(width),
+                false => matrix,
+            };
             write_f32s(file, &matrix.data)?;
             file.flush()?;
             file.get_ref().sync_data()?;
@@ -433,6 +495,12 @@ fn encode_corpus(
     let counts = CorpusCounts::from(stats);
     checkpoint.encoded = Some(counts.clone());
     checkpoint.corpus_documents = stats.paragraphs as u64;
+    // Taken as the stream read the corpus: the build reads it once.
+    checkpoint.corpus = inputs
+        .iter()
+        .zip(stream.stream.digests())
+        .map(|(input, sha)| CorpusFile::new(input, sha.clone()))
+        .collect();
     files::write_json_atomic(&work.join(PROGRESS_FILE), &checkpoint)?;
     Ok((checkpoint, counts))
 }

@@ -179,6 +179,7 @@ mod tests {
         Paragraph {
             title: t.into(),
             text: format!("text of {t} \u{e9}"),
+            links: Vec::new(),
         }
     }
 

@@ -100,9 +100,11 @@ pub struct Manifest {
     pub model: ModelIdentity,
     /// Depths with a stored dense index, ascending.
     pub layers: Vec<usize>,
-    /// Width of the stored vectors: the model's hidden size, or K with `--reduce pca:K`.
+    /// Width of the stored vectors: the model's hidden size, or K with `--dim K` (the first K
+    /// dimensions, renormalised) or `--reduce pca:K`. Every query size up to it is served.
     pub stored_dim: usize,
-    /// The size served when a query names none (`rag index --dim`).
+    /// The size served when a query names none: the stored width (an index from before `--dim`
+    /// stored the full width, this may be smaller there).
     pub default_dim: usize,
     pub template: String,
     pub corpus: Vec<CorpusFile>,
@@ -291,14 +293,20 @@ impl Manifest {
         }
         let dim = dim.unwrap_or(self.default_dim);
         if dim == 0 || dim > self.stored_dim {
-            let reduced = self.reduce.as_ref().map_or(String::new(), |r| {
-                format!(" (its vectors were reduced with {})", r.method)
-            });
-            bail!(
-                "{} {dim} is outside 1..={} for this index{reduced}",
-                asker.name("dim"),
-                self.stored_dim
-            );
+            let field = asker.name("dim");
+            let stored = self.stored_dim;
+            match (&self.reduce, asker) {
+                (Some(r), _) => bail!(
+                    "{field} {dim} is outside 1..={stored} for this index (its vectors were reduced with {})",
+                    r.method
+                ),
+                (None, Asker::Cli) if dim > stored && dim <= self.model.hidden_size => bail!(
+                    "--dim {dim} is outside 1..={stored} for this index (it stores {stored} dimensions); rebuild with `rag index --dim {dim}`"
+                ),
+                (None, _) => bail!(
+                    "{field} {dim} is outside 1..={stored} for this index (it stores {stored} dimensions)"
+                ),
+            }
         }
         Ok((depth, dim))
     }

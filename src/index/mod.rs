@@ -1,8 +1,9 @@
-//! The on-disk index: per depth, a faiss `IndexFlatL2` of full-width unit vectors (smaller sizes
-//! are derived from it in memory); a tantivy BM25 index; the document store; and the manifest,
-//! which records every file's size and checksum. Built with `--reduce pca:K`, the stored vectors
-//! are instead the top K principal components of each depth's vectors, with the PCA kept beside
-//! them for the queries.
+//! The on-disk index: per depth, a faiss `IndexFlatL2` of unit vectors at the stored width (the
+//! full width, or the first K dimensions renormalised with `--dim K`; smaller sizes are derived
+//! from it in memory); a tantivy BM25 index; the document store; and the manifest, which records
+//! every file's size and checksum. Built with `--reduce pca:K`, the stored vectors are instead
+//! the top K principal components of each depth's vectors, with the PCA kept beside them for the
+//! queries.
 //!
 //! ```text
 //! index/default/

@@ -132,6 +132,7 @@ impl Hit {
         Paragraph {
             title: self.title.clone(),
             text: self.text.clone(),
+            links: Vec::new(),
         }
     }
 }

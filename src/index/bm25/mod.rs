@@ -265,6 +265,7 @@ pub(super) mod tests {
                 Paragraph {
                     title: title.to_string(),
                     text: text.to_string(),
+                    links: Vec::new(),
                 },
             ))
         });

@@ -222,7 +222,15 @@ fn check_alike(spec: &ShardSpec, manifest: &Manifest, first: Option<&Manifest>) 
         ("stored size", manifest.stored_dim != first.stored_dim),
         ("default size", manifest.default_dim != first.default_dim),
         ("template", manifest.template != first.template),
-        ("corpus", manifest.corpus != first.corpus),
+        (
+            "corpus",
+            manifest.corpus.len() != first.corpus.len()
+                || !manifest
+                    .corpus
+                    .iter()
+                    .zip(&first.corpus)
+                    .all(|(a, b)| a.same_content(b)),
+        ),
         ("reduction", manifest.reduce != first.reduce),
         (
             "corpus size",
