@@ -243,6 +243,9 @@ struct Bulk {
 struct Lanes {
     searches: VecDeque<Job>,
     bulk: VecDeque<Bulk>,
+    /// Whether the last pass encoded searches: the next one with searches then takes a bulk
+    /// piece too, so that a steady stream of searches cannot starve bulk work.
+    searched_last: bool,
 }
 
 /// What one forward pass encodes: whole searches, then pieces (texts `range` of the `index`-th
@@ -289,9 +292,10 @@ impl Lanes {
         metrics.embed_queue.fetch_sub(dropped, Ordering::Relaxed);
     }
 
-    /// The next pass: every search (within `max_tokens`), then bulk texts within
-    /// `chunk_tokens` (at least one, so bulk work moves under any load of searches), all for the
-    /// encoder of the first job.
+    /// The next pass: every search (within `max_tokens`), alone, so that it waits for no bulk
+    /// text; else (or when the last pass had searches too, so that bulk work moves under any
+    /// load of searches) bulk texts within `chunk_tokens`, at least one. All for the encoder of
+    /// the first job.
     fn next_pass(
         &mut self,
         options: &BatchOptions,
@@ -312,9 +316,15 @@ impl Lanes {
             tokens += job.tokens[0];
             searches.extend(self.searches.pop_front());
         }
+        let searched_last = std::mem::replace(&mut self.searched_last, !searches.is_empty());
         let mut bulk_tokens = 0;
         let mut pieces = Vec::new();
-        'jobs: for (index, bulk) in self.bulk.iter().enumerate() {
+        let bulk_lane = if searches.is_empty() || searched_last {
+            &self.bulk
+        } else {
+            &VecDeque::new()
+        };
+        'jobs: for (index, bulk) in bulk_lane.iter().enumerate() {
             if !Arc::ptr_eq(&bulk.job.retriever.encoder, &encoder) {
                 break;
             }
