@@ -1,16 +1,15 @@
-//! Cross-request embedding batching. Every text the server encodes (search questions and
-//! `/v1/embeddings` inputs) goes to one encoding thread, which keeps two lanes: searches, and
-//! bulk embedding work. Each forward pass takes every waiting search (up to a token budget)
-//! and then at most `chunk_tokens` of bulk texts, so a big embedding request is encoded in
-//! pieces and a search waits for one piece at most, never for whole requests queued before it
-//! (head-of-line blocking: four 256-text requests once held a search for 45 s). The first job
-//! of an idle thread waits a short window for company; one `Encoder::encode` call serves every
-//! depth the pass asks for (one pass yields all of them). The encoder is CPU-bound and
-//! blocking, so it never runs on the async executor.
+//! Cross-request embedding batching, in two lanes with an encoding thread each: searches
+//! (their questions) and bulk `/v1/embeddings` texts, so a search never queues behind bulk work
+//! (head-of-line blocking: four 256-text requests once held a search for 45 s). Each thread
+//! takes its first job, waits a short window for company, and encodes what it holds in one
+//! `Encoder::encode` call at every depth asked for (one pass yields all of them): every waiting
+//! search (up to a token budget), or at most `chunk_tokens` of bulk texts, so a big request is
+//! encoded in pieces and the two threads share the cores pass by pass. The encoder is
+//! CPU-bound and blocking, so it never runs on the async executor.
 //!
-//! A pass's searches then go together to a second thread, which looks them up in one faiss
-//! call per kind of search (faiss reads the vectors once for all of them instead of once each)
-//! while the next pass is encoded.
+//! A pass's searches then go together to a third thread, which looks them up in one faiss call
+//! per kind of search (faiss reads the vectors once for all of them instead of once each) while
+//! the next pass is encoded.
 //!
 //! Every job carries the generation of the index it was validated against (see
 //! [`super::live`]), and is encoded and looked up with that one, whatever the server serves by
@@ -127,41 +126,51 @@ impl Encoded {
 }
 
 pub struct Batcher {
-    jobs: Sender<Job>,
+    /// To the thread that encodes searches.
+    searches: Sender<Job>,
+    /// To the thread that encodes `/v1/embeddings` texts.
+    bulk: Sender<Job>,
     /// Jobs waiting or being encoded beyond this are refused (`metrics.embed_queue` counts them).
     limit: usize,
     metrics: Arc<Metrics>,
 }
 
 impl Batcher {
-    /// Starts the encoding thread. It stops once every `Batcher` handle is dropped and the jobs
+    /// Starts the encoding threads (one for searches, one for bulk work) and the look-up
+    /// thread. They stop once every `Batcher` handle is dropped and the jobs
     /// already queued are answered.
     pub fn start(
         options: BatchOptions,
         metrics: Arc<Metrics>,
     ) -> Result<(Self, Vec<JoinHandle<()>>)> {
-        let (jobs, queue) = mpsc::channel();
+        let (searches, search_queue) = mpsc::channel();
+        let (bulk, bulk_queue) = mpsc::channel();
         let limit = options.queue.max(1);
         // Bounded by the job queue: a search is in one place or the other.
-        let (searches, encoded) = mpsc::channel();
-        let search_metrics = Arc::clone(&metrics);
-        let search_worker = std::thread::Builder::new()
+        let (found, encoded) = mpsc::channel();
+        let lookup_metrics = Arc::clone(&metrics);
+        let lookup = std::thread::Builder::new()
             .name("rag-search".into())
-            .spawn(move || run_searches(&encoded, &search_metrics))
+            .spawn(move || run_searches(&encoded, &lookup_metrics))
             .context("starting the search thread")?;
-        let worker_metrics = Arc::clone(&metrics);
-        let worker = std::thread::Builder::new()
-            .name("rag-embed".into())
-            .spawn(move || run(&options, &queue, &searches, &worker_metrics))
-            .context("starting the embedding thread")?;
-        // The embedding thread first: it hands the search thread its last searches on the way.
+        let encoder = |name: &str, queue: mpsc::Receiver<Job>| {
+            let (options, found, metrics) = (options.clone(), found.clone(), Arc::clone(&metrics));
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || run(&options, &queue, &found, &metrics))
+                .with_context(|| format!("starting the {name} thread"))
+        };
+        let search_encoder = encoder("rag-embed-search", search_queue)?;
+        let bulk_encoder = encoder("rag-embed", bulk_queue)?;
+        // The encoding threads first: they hand the search thread their last searches.
         Ok((
             Self {
-                jobs,
+                searches,
+                bulk,
                 limit,
                 metrics,
             },
-            vec![worker, search_worker],
+            vec![search_encoder, bulk_encoder, lookup],
         ))
     }
 
@@ -218,7 +227,11 @@ impl Batcher {
             self.metrics.embed_queue.fetch_sub(1, Ordering::Relaxed);
             return Err(ApiError::overloaded("embedding"));
         }
-        if self.jobs.send(job).is_err() {
+        let lane = match job.reply {
+            Reply::Search(..) => &self.searches,
+            Reply::Vectors(_) => &self.bulk,
+        };
+        if lane.send(job).is_err() {
             self.metrics.embed_queue.fetch_sub(1, Ordering::Relaxed);
             return Err(ApiError::unavailable("the server is shutting down"));
         }
@@ -243,9 +256,6 @@ struct Bulk {
 struct Lanes {
     searches: VecDeque<Job>,
     bulk: VecDeque<Bulk>,
-    /// Whether the last pass encoded searches: the next one with searches then takes a bulk
-    /// piece too, so that a steady stream of searches cannot starve bulk work.
-    searched_last: bool,
 }
 
 /// What one forward pass encodes: whole searches, then pieces (texts `range` of the `index`-th
@@ -292,10 +302,9 @@ impl Lanes {
         metrics.embed_queue.fetch_sub(dropped, Ordering::Relaxed);
     }
 
-    /// The next pass: every search (within `max_tokens`), alone, so that it waits for no bulk
-    /// text; else (or when the last pass had searches too, so that bulk work moves under any
-    /// load of searches) bulk texts within `chunk_tokens`, at least one. All for the encoder of
-    /// the first job.
+    /// The next pass: every search (within `max_tokens`), then bulk texts within
+    /// `chunk_tokens` (at least one), all for the encoder of the first job. (Each encoding
+    /// thread holds one kind of job, so a pass is searches or a bulk piece.)
     fn next_pass(
         &mut self,
         options: &BatchOptions,
@@ -316,15 +325,9 @@ impl Lanes {
             tokens += job.tokens[0];
             searches.extend(self.searches.pop_front());
         }
-        let searched_last = std::mem::replace(&mut self.searched_last, !searches.is_empty());
         let mut bulk_tokens = 0;
         let mut pieces = Vec::new();
-        let bulk_lane = if searches.is_empty() || searched_last {
-            &self.bulk
-        } else {
-            &VecDeque::new()
-        };
-        'jobs: for (index, bulk) in bulk_lane.iter().enumerate() {
+        'jobs: for (index, bulk) in self.bulk.iter().enumerate() {
             if !Arc::ptr_eq(&bulk.job.retriever.encoder, &encoder) {
                 break;
             }
