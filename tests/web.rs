@@ -233,6 +233,55 @@ fn wait_for_retrieved(browser: &Browser, layers: usize) -> Vec<u64> {
     shown_ids(browser)
 }
 
+/// With `--api-key`, the page asks for the key once, keeps it for the tab (sessionStorage),
+/// and reads the protected routes with it; a reload in the same tab does not ask again.
+#[test]
+fn page_asks_for_the_api_key_once_and_keeps_it_for_the_tab() {
+    const TEST: &str = "page_asks_for_the_api_key_once_and_keeps_it_for_the_tab";
+    let Some((chromedriver, chromium)) = browser_paths() else {
+        return missing(
+            TEST,
+            "chromium and chromedriver are not installed (scripts/test.sh installs them)",
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (index_dir, runs) = tiny_setup(dir.path());
+    let key = "page-key-123";
+    let server = Server::start(&[
+        "--index",
+        index_dir.to_str().unwrap(),
+        "--runs",
+        runs.to_str().unwrap(),
+        "--precision",
+        "f32",
+        "--api-key",
+        key,
+    ]);
+    let browser = Browser::start(&chromedriver, &chromium, 1280, 1000);
+    browser.goto(&server.url("/"));
+    let asked = browser.answer_prompt(key, Duration::from_secs(60));
+    assert!(asked.contains("API key"), "{asked}");
+    let runs_loaded = "return document.getElementById('runs-note').textContent.startsWith('From')";
+    browser.wait_for(
+        "the runs list, read with the key",
+        runs_loaded,
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        browser.eval("return sessionStorage.getItem('rag-api-key')", &[]),
+        json!(key)
+    );
+    assert_eq!(browser.dialog(), None, "asked a second time");
+    // A reload in the same tab keeps the key: no prompt, the protected routes still read.
+    browser.goto(&server.url("/"));
+    browser.wait_for(
+        "the runs list after a reload",
+        runs_loaded,
+        Duration::from_secs(60),
+    );
+    assert_eq!(browser.dialog(), None, "asked again after a reload");
+}
+
 #[test]
 fn page_in_a_headless_browser() {
     const TEST: &str = "page_in_a_headless_browser";
