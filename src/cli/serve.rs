@@ -49,8 +49,9 @@ pub struct ServeArgs {
     /// Embedding requests waiting before the server answers 503.
     #[arg(long, default_value_t = 256)]
     pub queue: usize,
-    /// Tokens of bulk `/v1/embeddings` work per forward pass: big requests are encoded in
-    /// pieces this size, so a search waits for one piece at most, not for a whole request.
+    /// Tokens of bulk `/v1/embeddings` work per forward pass (at least one text): big requests
+    /// are encoded in pieces this size, so the thread that encodes searches shares the cores
+    /// with bulk work pass by pass rather than after whole requests.
     #[arg(long, default_value_t = 128)]
     pub chunk_tokens: usize,
     /// Key every route but the page's files and /health wants, as `Authorization: Bearer KEY`

@@ -41,8 +41,8 @@ pub struct BatchOptions {
     pub max_tokens: usize,
     /// Jobs waiting beyond this are refused with 503.
     pub queue: usize,
-    /// Tokens of bulk embedding texts per pass (at least one text): how long a search can
-    /// wait behind bulk work.
+    /// Tokens of bulk embedding texts per pass (at least one text), so the bulk thread takes
+    /// the cores in short turns.
     pub chunk_tokens: usize,
 }
 
