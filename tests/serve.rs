@@ -208,7 +208,7 @@ fn send(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> TcpStream {
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();

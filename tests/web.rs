@@ -11,19 +11,18 @@
 mod common;
 #[path = "web/http.rs"]
 mod http;
+#[path = "web/server.rs"]
+mod server;
 #[path = "web/webdriver.rs"]
 mod webdriver;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rag::index;
 use serde_json::{json, Value};
+use server::{rag, Server};
 use webdriver::{Browser, ENTER};
 
 /// The generator the page test answers with: the small one, for speed.
@@ -53,82 +52,7 @@ fn browser_paths() -> Option<(PathBuf, PathBuf)> {
     ))
 }
 
-/// The `rag` binary cargo built for this test, or the one `RAG_BIN` names (a copy set aside
-/// while others rebuild a shared target directory).
-fn rag() -> Command {
-    std::env::var_os("RAG_BIN").map_or_else(common::rag, Command::new)
-}
-
-/// `rag serve` as a child process, on a loopback port the OS picked; killed when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<String>>,
-}
-
 impl Server {
-    fn start(args: &[&str]) -> Self {
-        let mut child = rag()
-            .args(["serve", "--addr", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting rag serve");
-        let stderr = child.stderr.take().expect("a piped stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let lines = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("listening on http://") {
-                    let _ = addr_tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
-                }
-                let mut log = lines.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let mut server = Self {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            log,
-        };
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| server.fail("never said where it listens"));
-        server.addr = addr.parse().expect("a socket address");
-        // Loading a GGUF takes seconds; the page waits for /health too, but the test's own
-        // comparisons need the models.
-        let deadline = Instant::now() + Duration::from_secs(300);
-        while http::request(server.addr, "GET", "/health", &[], None)
-            .map(|r| r.status)
-            .ok()
-            != Some(200)
-        {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                server.fail(&format!("exited with {status} while loading"));
-            }
-            if Instant::now() > deadline {
-                server.fail("never became ready");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        server
-    }
-
-    fn fail(&self, what: &str) -> ! {
-        panic!("rag serve {what}; its log:\n{}", self.log.lock().unwrap())
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn get(&self, path: &str) -> http::Reply {
-        http::get(self.addr, path)
-    }
-
     /// The ids `/search` ranks at a depth and size.
     /// What the page shows for a search: the server's own retrieval defaults, which `/health`
     /// reports and the page starts from.
@@ -144,13 +68,6 @@ impl Server {
             .iter()
             .map(|h| h["id"].as_u64().expect("an id"))
             .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -316,6 +233,55 @@ fn wait_for_retrieved(browser: &Browser, layers: usize) -> Vec<u64> {
         Duration::from_secs(30),
     );
     shown_ids(browser)
+}
+
+/// With `--api-key`, the page asks for the key once, keeps it for the tab (sessionStorage),
+/// and reads the protected routes with it; a reload in the same tab does not ask again.
+#[test]
+fn page_asks_for_the_api_key_once_and_keeps_it_for_the_tab() {
+    const TEST: &str = "page_asks_for_the_api_key_once_and_keeps_it_for_the_tab";
+    let Some((chromedriver, chromium)) = browser_paths() else {
+        return missing(
+            TEST,
+            "chromium and chromedriver are not installed (scripts/test.sh installs them)",
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (index_dir, runs) = tiny_setup(dir.path());
+    let key = "page-key-123";
+    let server = Server::start(&[
+        "--index",
+        index_dir.to_str().unwrap(),
+        "--runs",
+        runs.to_str().unwrap(),
+        "--precision",
+        "f32",
+        "--api-key",
+        key,
+    ]);
+    let browser = Browser::start(&chromedriver, &chromium, 1280, 1000);
+    browser.goto(&server.url("/"));
+    let asked = browser.answer_prompt(key, Duration::from_secs(60));
+    assert!(asked.contains("API key"), "{asked}");
+    let runs_loaded = "return document.getElementById('runs-note').textContent.startsWith('From')";
+    browser.wait_for(
+        "the runs list, read with the key",
+        runs_loaded,
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        browser.eval("return sessionStorage.getItem('rag-api-key')", &[]),
+        json!(key)
+    );
+    assert_eq!(browser.dialog(), None, "asked a second time");
+    // A reload in the same tab keeps the key: no prompt, the protected routes still read.
+    browser.goto(&server.url("/"));
+    browser.wait_for(
+        "the runs list after a reload",
+        runs_loaded,
+        Duration::from_secs(60),
+    );
+    assert_eq!(browser.dialog(), None, "asked again after a reload");
 }
 
 #[test]

@@ -34,7 +34,8 @@ def get(path):
     with urllib.request.urlopen(base + path, timeout=60) as r:
         return json.load(r)
 def search(body):
-    req = urllib.request.Request(base + "/search", data=json.dumps(body).encode(), method="POST")
+    req = urllib.request.Request(base + "/search", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.load(r)

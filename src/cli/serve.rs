@@ -49,6 +49,26 @@ pub struct ServeArgs {
     /// Embedding requests waiting before the server answers 503.
     #[arg(long, default_value_t = 256)]
     pub queue: usize,
+    /// Tokens of bulk `/v1/embeddings` work per forward pass (at least one text): big requests
+    /// are encoded in pieces this size, so the thread that encodes searches shares the cores
+    /// with bulk work pass by pass rather than after whole requests.
+    #[arg(long, default_value_t = 128)]
+    pub chunk_tokens: usize,
+    /// Key every route but the page's files and /health wants, as `Authorization: Bearer KEY`
+    /// (prefer the variable: a flag shows in `ps`).
+    #[arg(long, env = "RAG_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Listen beyond loopback without an API key.
+    #[arg(long)]
+    pub insecure: bool,
+    /// A host name clients use to reach the server, besides its address and localhost
+    /// (repeatable); other `Host` headers get 421.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// The one origin (`https://app.example`) whose pages may call the API from a browser;
+    /// without it no CORS headers are sent.
+    #[arg(long)]
+    pub cors_origin: Option<String>,
     /// `rag eval` runs whose sweeps the web page draws heatmaps of (default: eval/runs, when
     /// there is one).
     #[arg(long)]
@@ -80,6 +100,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             window: std::time::Duration::from_secs_f64(args.batch_window_ms / 1000.0),
             max_tokens: args.batch_tokens.max(1),
             queue: args.queue,
+            chunk_tokens: args.chunk_tokens.max(1),
         },
         ask: args.context.settings(
             args.strategy.strategy(rag::ask::DEFAULT_STRATEGY)?,
@@ -87,6 +108,11 @@ pub fn run(args: ServeArgs) -> Result<()> {
             None,
         ),
         runs: serve_runs_dir(args.runs.clone())?,
+        access: serve::AccessConfig {
+            api_key: args.api_key.clone(),
+            allowed_hosts: args.allowed_hosts.clone(),
+            cors_origin: args.cors_origin.clone(),
+        },
         ..Default::default()
     };
     let index = IndexArgs {
@@ -112,7 +138,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             answerer,
         })
     };
-    serve::run(args.addr, config, load)
+    serve::run(args.addr, config, args.insecure, load)
 }
 
 #[cfg(test)]

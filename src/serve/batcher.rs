@@ -1,20 +1,25 @@
-//! Cross-request embedding batching. Every text the server encodes (search questions and
-//! `/v1/embeddings` inputs) goes into one bounded queue; a dedicated thread takes the first job,
-//! keeps taking more for a short window or until a token budget is spent, and encodes them all
-//! in one `Encoder::encode` call at every depth they asked for (one pass yields all of them).
-//! The encoder is CPU-bound and blocking, so it never runs on the async executor.
+//! Cross-request embedding batching, in two lanes with an encoding thread each: searches
+//! (their questions) and bulk `/v1/embeddings` texts, so a search never queues behind bulk work
+//! (head-of-line blocking: four 256-text requests once held a search for 45 s). Each thread
+//! takes its first job, waits a short window for company, and encodes what it holds in one
+//! `Encoder::encode` call at every depth asked for (one pass yields all of them): every waiting
+//! search (up to a token budget), or at most `chunk_tokens` of bulk texts, so a big request is
+//! encoded in pieces and the two threads share the cores pass by pass. The encoder is
+//! CPU-bound and blocking, so it never runs on the async executor.
 //!
-//! A search's question goes the same way, and its batch's searches then go together to a
-//! second thread, which looks them up in one faiss call per kind of search (faiss reads the
-//! vectors once for all of them instead of once each) while the next batch is encoded.
+//! A pass's searches then go together to a third thread, which looks them up in one faiss call
+//! per kind of search (faiss reads the vectors once for all of them instead of once each) while
+//! the next pass is encoded.
 //!
 //! Every job carries the generation of the index it was validated against (see
 //! [`super::live`]), and is encoded and looked up with that one, whatever the server serves by
 //! the time it is answered.
 
+use std::collections::VecDeque;
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -36,6 +41,9 @@ pub struct BatchOptions {
     pub max_tokens: usize,
     /// Jobs waiting beyond this are refused with 503.
     pub queue: usize,
+    /// Tokens of bulk embedding texts per pass (at least one text), so the bulk thread takes
+    /// the cores in short turns.
+    pub chunk_tokens: usize,
 }
 
 impl Default for BatchOptions {
@@ -44,6 +52,7 @@ impl Default for BatchOptions {
             window: Duration::from_millis(2),
             max_tokens: 8192,
             queue: 256,
+            chunk_tokens: 128,
         }
     }
 }
@@ -51,7 +60,8 @@ impl Default for BatchOptions {
 struct Job {
     retriever: Arc<Retriever>,
     texts: Vec<String>,
-    tokens: usize,
+    /// Per text.
+    tokens: Vec<usize>,
     depth: usize,
     reply: Reply,
 }
@@ -116,42 +126,62 @@ impl Encoded {
 }
 
 pub struct Batcher {
-    jobs: SyncSender<Job>,
+    /// To the thread that encodes searches.
+    searches: Sender<Job>,
+    /// To the thread that encodes `/v1/embeddings` texts.
+    bulk: Sender<Job>,
+    /// Jobs waiting or being encoded beyond this are refused (`metrics.embed_queue` counts them).
+    limit: usize,
     metrics: Arc<Metrics>,
 }
 
 impl Batcher {
-    /// Starts the encoding thread. It stops once every `Batcher` handle is dropped and the jobs
+    /// Starts the encoding threads (one for searches, one for bulk work) and the look-up
+    /// thread. They stop once every `Batcher` handle is dropped and the jobs
     /// already queued are answered.
     pub fn start(
         options: BatchOptions,
         metrics: Arc<Metrics>,
     ) -> Result<(Self, Vec<JoinHandle<()>>)> {
-        let (jobs, queue) = mpsc::sync_channel(options.queue.max(1));
+        let (searches, search_queue) = mpsc::channel();
+        let (bulk, bulk_queue) = mpsc::channel();
+        let limit = options.queue.max(1);
         // Bounded by the job queue: a search is in one place or the other.
-        let (searches, encoded) = mpsc::channel();
-        let search_metrics = Arc::clone(&metrics);
-        let search_worker = std::thread::Builder::new()
+        let (found, encoded) = mpsc::channel();
+        let lookup_metrics = Arc::clone(&metrics);
+        let lookup = std::thread::Builder::new()
             .name("rag-search".into())
-            .spawn(move || run_searches(&encoded, &search_metrics))
+            .spawn(move || run_searches(&encoded, &lookup_metrics))
             .context("starting the search thread")?;
-        let worker_metrics = Arc::clone(&metrics);
-        let worker = std::thread::Builder::new()
-            .name("rag-embed".into())
-            .spawn(move || run(&options, &queue, &searches, &worker_metrics))
-            .context("starting the embedding thread")?;
-        // The embedding thread first: it hands the search thread its last searches on the way.
-        Ok((Self { jobs, metrics }, vec![worker, search_worker]))
+        let encoder = |name: &str, queue: mpsc::Receiver<Job>| {
+            let (options, found, metrics) = (options.clone(), found.clone(), Arc::clone(&metrics));
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || run(&options, &queue, &found, &metrics))
+                .with_context(|| format!("starting the {name} thread"))
+        };
+        let search_encoder = encoder("rag-embed-search", search_queue)?;
+        let bulk_encoder = encoder("rag-embed", bulk_queue)?;
+        // The encoding threads first: they hand the search thread their last searches.
+        Ok((
+            Self {
+                searches,
+                bulk,
+                limit,
+                metrics,
+            },
+            vec![search_encoder, bulk_encoder, lookup],
+        ))
     }
 
     /// Full-width vectors of `texts` at `depth`, one row per text, encoded (by `retriever`'s
-    /// encoder) together with whatever else is queued. `tokens` (the texts' token count) is what
-    /// the batch budget counts.
+    /// encoder) in pieces of the bulk lane. `tokens` (each text's token count) is what the
+    /// budgets count.
     pub async fn encode(
         &self,
         retriever: Arc<Retriever>,
         texts: Vec<String>,
-        tokens: usize,
+        tokens: Vec<usize>,
         depth: usize,
     ) -> Result<Matrix, ApiError> {
         let (reply, answer) = oneshot::channel();
@@ -180,7 +210,7 @@ impl Batcher {
         let job = Job {
             retriever,
             texts: vec![text],
-            tokens,
+            tokens: vec![tokens],
             depth,
             reply: Reply::Search(search, reply),
         };
@@ -192,20 +222,132 @@ impl Batcher {
         job: Job,
         answer: oneshot::Receiver<Result<T>>,
     ) -> Result<T, ApiError> {
-        self.metrics.embed_queue.fetch_add(1, Ordering::Relaxed);
-        if let Err(err) = self.jobs.try_send(job) {
+        let waiting = self.metrics.embed_queue.fetch_add(1, Ordering::Relaxed);
+        if waiting >= self.limit {
             self.metrics.embed_queue.fetch_sub(1, Ordering::Relaxed);
-            return Err(match err {
-                TrySendError::Full(_) => ApiError::overloaded("embedding"),
-                TrySendError::Disconnected(_) => {
-                    ApiError::unavailable("the server is shutting down")
-                }
-            });
+            return Err(ApiError::overloaded("embedding"));
+        }
+        let lane = match job.reply {
+            Reply::Search(..) => &self.searches,
+            Reply::Vectors(_) => &self.bulk,
+        };
+        if lane.send(job).is_err() {
+            self.metrics.embed_queue.fetch_sub(1, Ordering::Relaxed);
+            return Err(ApiError::unavailable("the server is shutting down"));
         }
         answer
             .await
             .map_err(|_| ApiError::internal(anyhow!("a worker thread dropped the request")))?
             .map_err(ApiError::internal)
+    }
+}
+
+/// A bulk job being encoded piece by piece: its rows so far.
+struct Bulk {
+    job: Job,
+    /// The first text not yet encoded.
+    next: usize,
+    data: Vec<f32>,
+    cols: usize,
+}
+
+/// The jobs the encoding thread holds, taken off the channel.
+#[derive(Default)]
+struct Lanes {
+    searches: VecDeque<Job>,
+    bulk: VecDeque<Bulk>,
+}
+
+/// What one forward pass encodes: whole searches, then pieces (texts `range` of the `index`-th
+/// bulk job).
+struct Pass {
+    searches: Vec<Job>,
+    pieces: Vec<(usize, Range<usize>)>,
+}
+
+impl Lanes {
+    fn add(&mut self, job: Job) {
+        match job.reply {
+            Reply::Search(..) => self.searches.push_back(job),
+            Reply::Vectors(_) => self.bulk.push_back(Bulk {
+                job,
+                next: 0,
+                data: Vec::new(),
+                cols: 0,
+            }),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.searches.is_empty() && self.bulk.is_empty()
+    }
+
+    fn search_tokens(&self) -> usize {
+        self.searches.iter().map(|j| j.tokens[0]).sum()
+    }
+
+    fn bulk_tokens(&self) -> usize {
+        self.bulk
+            .iter()
+            .map(|b| b.job.tokens[b.next..].iter().sum::<usize>())
+            .sum()
+    }
+
+    /// Forgets the jobs whose clients gave up: they cost nothing more.
+    fn drop_abandoned(&mut self, metrics: &Metrics) {
+        let before = self.searches.len() + self.bulk.len();
+        self.searches.retain(|j| !j.reply.is_closed());
+        self.bulk.retain(|b| !b.job.reply.is_closed());
+        let dropped = before - self.searches.len() - self.bulk.len();
+        metrics.embed_queue.fetch_sub(dropped, Ordering::Relaxed);
+    }
+
+    /// The next pass: every search (within `max_tokens`), then bulk texts within
+    /// `chunk_tokens` (at least one), all for the encoder of the first job. (Each encoding
+    /// thread holds one kind of job, so a pass is searches or a bulk piece.)
+    fn next_pass(
+        &mut self,
+        options: &BatchOptions,
+    ) -> Option<(Arc<crate::encoder::Encoder>, Pass)> {
+        let first = match (self.searches.front(), self.bulk.front()) {
+            (Some(job), _) | (None, Some(Bulk { job, .. })) => job,
+            (None, None) => return None,
+        };
+        let encoder = Arc::clone(&first.retriever.encoder);
+        let mut tokens = 0;
+        let mut searches = Vec::new();
+        while let Some(job) = self.searches.front() {
+            if !Arc::ptr_eq(&job.retriever.encoder, &encoder)
+                || (!searches.is_empty() && tokens + job.tokens[0] > options.max_tokens)
+            {
+                break;
+            }
+            tokens += job.tokens[0];
+            searches.extend(self.searches.pop_front());
+        }
+        let mut bulk_tokens = 0;
+        let mut pieces = Vec::new();
+        'jobs: for (index, bulk) in self.bulk.iter().enumerate() {
+            if !Arc::ptr_eq(&bulk.job.retriever.encoder, &encoder) {
+                break;
+            }
+            let start = bulk.next;
+            let mut end = start;
+            for &t in &bulk.job.tokens[start..] {
+                let fits = bulk_tokens + t <= options.chunk_tokens
+                    && tokens + bulk_tokens + t <= options.max_tokens;
+                if bulk_tokens > 0 && !fits {
+                    break;
+                }
+                bulk_tokens += t;
+                end += 1;
+            }
+            pieces.push((index, start..end));
+            if end < bulk.job.texts.len() {
+                break 'jobs;
+            }
+        }
+        Some((encoder, Pass { searches, pieces }))
     }
 }
 
@@ -215,62 +357,32 @@ fn run(
     searches: &mpsc::Sender<Vec<Encoded>>,
     metrics: &Metrics,
 ) {
-    // A job taken while filling a batch that did not fit its budget (or that needs another
-    // encoder, after the index was rebuilt with one) opens the next one.
-    let mut carried: Option<Job> = None;
+    let mut lanes = Lanes::default();
     loop {
-        let first = match carried.take() {
-            Some(job) => job,
-            None => match queue.recv() {
-                Ok(job) => job,
+        if lanes.is_empty() {
+            match queue.recv() {
+                Ok(job) => lanes.add(job),
                 Err(_) => return,
-            },
-        };
-        let deadline = Instant::now() + options.window;
-        let encoder = Arc::clone(&first.retriever.encoder);
-        let mut tokens = first.tokens;
-        let mut batch = vec![first];
-        while tokens < options.max_tokens {
-            let job = match queue.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(job) => job,
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
-            };
-            if tokens + job.tokens > options.max_tokens
-                || !Arc::ptr_eq(&job.retriever.encoder, &encoder)
-            {
-                carried = Some(job);
-                break;
             }
-            tokens += job.tokens;
-            batch.push(job);
+            // An idle thread's first job waits a little for company (until the pass is full).
+            let deadline = Instant::now() + options.window;
+            while lanes.search_tokens() < options.max_tokens
+                && lanes.bulk_tokens() < options.chunk_tokens
+            {
+                match queue.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(job) => lanes.add(job),
+                    Err(_) => break,
+                }
+            }
         }
-        metrics
-            .embed_queue
-            .fetch_sub(batch.len(), Ordering::Relaxed);
-        // Clients that gave up while queued cost nothing.
-        batch.retain(|job| !job.reply.is_closed());
-        if batch.is_empty() {
+        for job in queue.try_iter() {
+            lanes.add(job);
+        }
+        lanes.drop_abandoned(metrics);
+        let Some((encoder, pass)) = lanes.next_pass(options) else {
             continue;
-        }
-        metrics.embed_batches.fetch_add(1, Ordering::Relaxed);
-        metrics
-            .embed_batched_requests
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let texts: Vec<&str> = batch
-            .iter()
-            .flat_map(|j| j.texts.iter().map(String::as_str))
-            .collect();
-        metrics
-            .embed_batched_texts
-            .fetch_add(texts.len() as u64, Ordering::Relaxed);
-        let mut depths: Vec<usize> = batch.iter().map(|j| j.depth).collect();
-        depths.sort_unstable();
-        depths.dedup();
-        // A panic inside the encoder must fail this batch, not kill the thread every later
-        // request depends on.
-        let encoded = catch_unwind(AssertUnwindSafe(|| encoder.encode(&texts, &depths)))
-            .unwrap_or_else(|_| Err(anyhow!("the encoder panicked")));
-        let found = reply(batch, &depths, encoded);
+        };
+        let found = encode_pass(&encoder, &mut lanes, pass, metrics);
         if !found.is_empty() {
             // Fails only once the search thread is gone, which it never is before this one.
             let _ = searches.send(found);
@@ -278,43 +390,119 @@ fn run(
     }
 }
 
-/// Hands each job its own rows, at its own depth; returns the searches among them, to be
-/// looked up.
-fn reply(batch: Vec<Job>, depths: &[usize], encoded: Result<Vec<Matrix>>) -> Vec<Encoded> {
+/// Encodes `pass`, answers its searches' vectors to the caller (to be looked up) and adds its
+/// pieces' rows to their bulk jobs, answering those it completes.
+fn encode_pass(
+    encoder: &crate::encoder::Encoder,
+    lanes: &mut Lanes,
+    pass: Pass,
+    metrics: &Metrics,
+) -> Vec<Encoded> {
+    let Pass { searches, pieces } = pass;
+    let texts: Vec<&str> = searches
+        .iter()
+        .map(|j| j.texts[0].as_str())
+        .chain(pieces.iter().flat_map(|(i, range)| {
+            lanes.bulk[*i].job.texts[range.clone()]
+                .iter()
+                .map(String::as_str)
+        }))
+        .collect();
+    metrics.embed_batches.fetch_add(1, Ordering::Relaxed);
+    metrics
+        .embed_batched_requests
+        .fetch_add((searches.len() + pieces.len()) as u64, Ordering::Relaxed);
+    metrics
+        .embed_batched_texts
+        .fetch_add(texts.len() as u64, Ordering::Relaxed);
+    let mut depths: Vec<usize> = searches
+        .iter()
+        .map(|j| j.depth)
+        .chain(pieces.iter().map(|(i, _)| lanes.bulk[*i].job.depth))
+        .collect();
+    depths.sort_unstable();
+    depths.dedup();
+    // A panic inside the encoder must fail this pass, not kill the thread every later request
+    // depends on.
+    let encoded = catch_unwind(AssertUnwindSafe(|| encoder.encode(&texts, &depths)))
+        .unwrap_or_else(|_| Err(anyhow!("the encoder panicked")));
+    drop(texts);
     let matrices = match encoded {
         Ok(m) => m,
         Err(err) => {
             let message = format!("{err:#}");
-            for job in batch {
+            let failed: Vec<Job> = searches
+                .into_iter()
+                .chain(
+                    pieces
+                        .iter()
+                        .rev()
+                        .filter_map(|(i, _)| lanes.bulk.remove(*i).map(|b| b.job)),
+                )
+                .collect();
+            metrics
+                .embed_queue
+                .fetch_sub(failed.len(), Ordering::Relaxed);
+            for job in failed {
                 job.reply.fail(anyhow!("encoding failed: {message}"));
             }
             return Vec::new();
         }
     };
-    let mut found = Vec::new();
-    let mut row = 0;
-    for job in batch {
-        let full = &matrices[depths
-            .binary_search(&job.depth)
-            .expect("every job's depth was encoded")];
-        let rows = job.texts.len();
-        let data = full.data[row * full.cols..(row + rows) * full.cols].to_vec();
+    let rows_of = |depth: usize| {
+        &matrices[depths
+            .binary_search(&depth)
+            .expect("every job's depth was encoded")]
+    };
+    let mut row = searches.len();
+    for (i, range) in pieces {
+        let bulk = &mut lanes.bulk[i];
+        let full = rows_of(bulk.job.depth);
+        let rows = range.len();
+        bulk.cols = full.cols;
+        bulk.data
+            .extend_from_slice(&full.data[row * full.cols..(row + rows) * full.cols]);
+        bulk.next = range.end;
         row += rows;
-        match job.reply {
+    }
+    // Pieces come from the front, each job's in order: the jobs done are a prefix.
+    while lanes
+        .bulk
+        .front()
+        .is_some_and(|b| b.next == b.job.texts.len())
+    {
+        let Some(Bulk {
+            job, data, cols, ..
+        }) = lanes.bulk.pop_front()
+        else {
+            break;
+        };
+        metrics.embed_queue.fetch_sub(1, Ordering::Relaxed);
+        if let Reply::Vectors(sender) = job.reply {
             // The client may have gone meanwhile; nothing to do then.
-            Reply::Vectors(sender) => {
-                drop(sender.send(Ok(Matrix::from_vec(rows, full.cols, data))))
-            }
-            Reply::Search(search, reply) => found.push(Encoded {
+            drop(sender.send(Ok(Matrix::from_vec(job.texts.len(), cols, data))));
+        }
+    }
+    metrics
+        .embed_queue
+        .fetch_sub(searches.len(), Ordering::Relaxed);
+    searches
+        .into_iter()
+        .enumerate()
+        .filter_map(|(row, job)| {
+            let Reply::Search(search, reply) = job.reply else {
+                return None;
+            };
+            let full = rows_of(job.depth);
+            Some(Encoded {
                 retriever: job.retriever,
                 search,
                 depth: job.depth,
-                vector: data,
+                vector: full.data[row * full.cols..(row + 1) * full.cols].to_vec(),
                 reply,
-            }),
-        }
-    }
-    found
+            })
+        })
+        .collect()
 }
 
 /// Looks up the searches of each batch (and of any that arrived meanwhile), one call per

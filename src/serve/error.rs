@@ -91,6 +91,14 @@ impl ApiError {
         )
     }
 
+    pub fn too_large() -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            "the request body is over the size limit",
+        )
+    }
+
     /// Something a route names (a run) does not exist.
     pub fn missing(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
@@ -142,11 +150,7 @@ impl<T: DeserializeOwned> FromRequest<Arc<AppState>> for JsonBody<T> {
             })?
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "request_too_large",
-                        "the request body is over the size limit",
-                    )
+                    ApiError::too_large()
                 } else {
                     ApiError::invalid(format!(
                         "could not read the request body: {}",

@@ -14,6 +14,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::ServiceExt;
+
+use super::access::ConnectedTo;
 
 /// How long accepting pauses after an error (out of file descriptors, most likely) before
 /// trying again.
@@ -46,7 +49,16 @@ pub(super) async fn serve(
             },
             () = signal.closed() => break,
         };
-        let service = TowerToHyperService::new(router.clone());
+        // Which of the machine's addresses the client reached: the one `Host` it may name.
+        let connected = stream.local_addr().ok().map(ConnectedTo);
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut request: axum::extract::Request<hyper::body::Incoming>| {
+                if let Some(connected) = connected {
+                    request.extensions_mut().insert(connected);
+                }
+                request
+            },
+        ));
         let signal = signal.clone();
         let open = open.clone();
         tokio::spawn(async move {

@@ -10,6 +10,7 @@
 //! one ([`live`]). Connections that do not send their request in time are closed ([`http`]),
 //! so shutdown waits only for requests that are being answered.
 
+pub mod access;
 pub mod batcher;
 pub mod error;
 pub mod generation;
@@ -30,6 +31,7 @@ use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+pub use access::AccessConfig;
 pub use batcher::{BatchOptions, Batcher};
 pub use error::ApiError;
 pub use generation::{Answerer, AskEvent, GenerationQueue, RagAnswerer};
@@ -87,6 +89,8 @@ pub struct ServeConfig {
     pub ask: crate::ask::AskSettings,
     /// Where `rag eval` runs are, for the page's heatmaps of their sweeps (`None`: no runs).
     pub runs: Option<std::path::PathBuf>,
+    /// API key, accepted hosts and CORS origin ([`access`]).
+    pub access: AccessConfig,
 }
 
 /// What the server serves, loaded once before it reports ready.
@@ -246,11 +250,12 @@ where
 }
 
 /// Listens on `addr` and serves until Ctrl-C or SIGTERM, on a runtime of its own (see
-/// [`serve`] for `load`); warns when `addr` is reachable from other machines.
-pub fn run<L>(addr: SocketAddr, config: ServeConfig, load: L) -> Result<()>
+/// [`serve`] for `load`). Beyond loopback it wants an API key, unless `insecure`.
+pub fn run<L>(addr: SocketAddr, config: ServeConfig, insecure: bool, load: L) -> Result<()>
 where
     L: FnOnce() -> Result<Models> + Send + 'static,
 {
+    access::check_bind(addr, &config.access, insecure)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -259,8 +264,8 @@ where
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("listening on {addr}"))?;
-        if !addr.ip().is_loopback() {
-            eprintln!("warning: listening on {addr}, reachable from other machines");
+        if !addr.ip().is_loopback() && config.access.api_key.is_none() {
+            eprintln!("warning: listening on {addr} with no API key (--insecure): every route is open to anyone who can reach it");
         }
         eprintln!(
             "listening on http://{} (loading models)",

@@ -12,12 +12,13 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::access::Authorised;
 use super::batcher::QueuedSearch;
 use super::error::{ApiError, JsonBody};
 use super::generation::AskEvent;
@@ -42,6 +43,10 @@ pub(super) fn router(app: Arc<AppState>) -> Router {
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(app.config.limits.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            super::access::check,
+        ))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), track))
         .with_state(app)
 }
@@ -355,19 +360,21 @@ async fn embeddings(
     // Tokenising a few hundred long texts takes milliseconds: off the executor.
     let tokenizer = Arc::clone(&encoder);
     let (texts, tokens) = tokio::task::spawn_blocking(move || {
-        let mut tokens = 0;
-        for (i, text) in texts.iter().enumerate() {
-            tokens += token_count(&tokenizer, text, &format!("input {i}"))?;
-        }
+        let tokens = texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| token_count(&tokenizer, text, &format!("input {i}")))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok::<_, ApiError>((texts, tokens))
     })
     .await
     .map_err(|e| ApiError::internal(e.into()))??;
     let vectors = ready
         .batcher
-        .encode(retriever, texts, tokens, depth)
+        .encode(retriever, texts, tokens.clone(), depth)
         .await?
         .truncated(dim);
+    let tokens: usize = tokens.iter().sum();
     let data: Vec<Value> = (0..vectors.rows)
         .map(|i| json!({"object": "embedding", "index": i, "embedding": vectors.row(i)}))
         .collect();
@@ -381,14 +388,14 @@ async fn embeddings(
     })))
 }
 
-async fn health(State(app): App) -> Response {
+async fn health(State(app): App, Extension(who): Extension<Authorised>) -> Response {
     let Some(ready) = app.ready.get() else {
         let body = json!({"status": "loading", "models": {"encoder": null, "generator": null}});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     };
     let retriever = ready.live.current();
     let manifest = &retriever.index.manifest;
-    Json(json!({
+    let mut body = json!({
         "status": "ready",
         "models": {
             "encoder": {
@@ -423,8 +430,11 @@ async fn health(State(app): App) -> Response {
             "generate": app.metrics.generate_queue.load(Ordering::Relaxed),
             "embed": app.metrics.embed_queue.load(Ordering::Relaxed),
         },
-    }))
-    .into_response()
+    });
+    if !who.0 {
+        super::access::without_paths(&mut body);
+    }
+    Json(body).into_response()
 }
 
 async fn metrics(State(app): App) -> Response {

@@ -124,10 +124,7 @@ fn list_sweeps(dir: &Path) -> anyhow::Result<Vec<Value>> {
             continue;
         };
         // A run still being written, or someone else's folder: not a sweep to draw.
-        let Ok(bytes) = std::fs::read(path.join("summary.json")) else {
-            continue;
-        };
-        let Ok(summary) = serde_json::from_slice::<Value>(&bytes) else {
+        let Ok(Some(summary)) = read_summary(dir, name) else {
             continue;
         };
         if is_sweep(&summary) {
@@ -168,6 +165,31 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// Run `name`'s `summary.json`, parsed: `None` when there is none. Only a regular file inside
+/// the runs folder is read (a link to anything outside it, a FIFO or a device is refused), and
+/// only JSON is served, so the route cannot be made to hand out any other file.
+fn read_summary(dir: &Path, name: &str) -> anyhow::Result<Option<Value>> {
+    let path = dir.join(name).join("summary.json");
+    let real = match std::fs::canonicalize(&path) {
+        Ok(real) => real,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("resolving {}", path.display())),
+    };
+    let root =
+        std::fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
+    let regular = std::fs::metadata(&real).is_ok_and(|m| m.is_file());
+    anyhow::ensure!(
+        real.starts_with(&root) && regular,
+        "{} is not a regular file inside {}",
+        path.display(),
+        dir.display()
+    );
+    let bytes = std::fs::read(&real).with_context(|| format!("reading {}", path.display()))?;
+    let summary = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", path.display()))?;
+    Ok(Some(summary))
+}
+
 async fn run_summary(
     State(app): State<Arc<AppState>>,
     UrlPath(name): UrlPath<String>,
@@ -177,36 +199,18 @@ async fn run_summary(
             "invalid run name {name:?}: letters, digits, '-', '_' and '.' only, not starting with '.'"
         )));
     }
-    let path = app
-        .config
-        .runs
-        .as_ref()
-        .ok_or_else(|| {
-            ApiError::missing("this server has no runs folder (start it with --runs DIR)")
-        })?
-        .join(&name)
-        .join("summary.json");
-    let read = path.clone();
-    let bytes = match tokio::task::spawn_blocking(move || std::fs::read(read))
+    let dir = app.config.runs.clone().ok_or_else(|| {
+        ApiError::missing("this server has no runs folder (start it with --runs DIR)")
+    })?;
+    let read = name.clone();
+    let summary = tokio::task::spawn_blocking(move || read_summary(&dir, &read))
         .await
         .map_err(|e| ApiError::internal(e.into()))?
-    {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ApiError::missing(format!("no run named {name:?}")))
-        }
-        Err(e) => {
-            return Err(ApiError::internal(
-                anyhow::Error::from(e).context(format!("reading {}", path.display())),
-            ))
-        }
-    };
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        bytes,
-    )
-        .into_response())
+        .map_err(|e| {
+            // The operator learns why; the client only that there is nothing to serve.
+            eprintln!("rag serve: {e:#}");
+            ApiError::missing(format!("run {name:?} has no summary this server serves"))
+        })?
+        .ok_or_else(|| ApiError::missing(format!("no run named {name:?}")))?;
+    Ok(([(header::CACHE_CONTROL, "no-cache")], Json(summary)).into_response())
 }

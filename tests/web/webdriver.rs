@@ -139,6 +139,29 @@ impl Browser {
         );
     }
 
+    /// Whether the page shows a dialog (`prompt`, `alert`), and its text.
+    pub fn dialog(&self) -> Option<String> {
+        let path = format!("/session/{}/alert/text", self.session);
+        let reply = http::request(self.addr, "GET", &path, &[], None).ok()?;
+        (reply.status == 200).then(|| reply.json()["value"].as_str().unwrap_or("").to_string())
+    }
+
+    /// Waits (up to `timeout`) for the page's `prompt`, types `text` into it and accepts it;
+    /// returns what the prompt said.
+    pub fn answer_prompt(&self, text: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        let asked = loop {
+            if let Some(asked) = self.dialog() {
+                break asked;
+            }
+            assert!(Instant::now() < deadline, "the page never prompted");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.session_command("POST", "/alert/text", Some(&json!({ "text": text })));
+        self.session_command("POST", "/alert/accept", Some(&json!({})));
+        asked
+    }
+
     /// Runs `script` (a function body; `arguments` holds `args`) in the page and returns its value.
     pub fn eval(&self, script: &str, args: &[Value]) -> Value {
         self.session_command(

@@ -52,18 +52,41 @@ async function errorMessage(response) {
   return `${response.status} ${response.statusText}: ${text.slice(0, 300)}`;
 }
 
+// The API key, when the server wants one: asked for once, kept in this tab only.
+const KEY_ITEM = 'rag-api-key';
+
+function authHeaders(headers = {}) {
+  const key = sessionStorage.getItem(KEY_ITEM);
+  return key ? { ...headers, Authorization: `Bearer ${key}` } : headers;
+}
+
+// Asks for the key after a 401 to a request sent with `used`; whether to try again. A key
+// stored meanwhile (another request asked) is tried without asking again.
+function askForKey(used) {
+  const stored = sessionStorage.getItem(KEY_ITEM);
+  if (stored && stored !== used) return true;
+  const key = window.prompt(stored ? 'That API key was refused. API key:' : 'This server wants an API key:');
+  if (!key || !key.trim()) return false;
+  sessionStorage.setItem(KEY_ITEM, key.trim());
+  return true;
+}
+
 async function api(path, body, signal) {
-  const init = body === undefined ? { signal }
-    : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal };
-  let response;
-  try {
-    response = await fetch(path, init);
-  } catch (err) {
-    if (err.name === 'AbortError') throw err;
-    throw new ApiError(`Could not reach the server (${path}): ${err.message}`);
+  for (;;) {
+    const used = sessionStorage.getItem(KEY_ITEM);
+    const init = body === undefined ? { signal, headers: authHeaders() }
+      : { method: 'POST', headers: authHeaders({ 'Content-Type': 'application/json' }), body: JSON.stringify(body), signal };
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (err) {
+      if (err.name === 'AbortError') throw err;
+      throw new ApiError(`Could not reach the server (${path}): ${err.message}`);
+    }
+    if (response.status === 401 && askForKey(used)) continue;
+    if (!response.ok) throw new ApiError(`The server refused ${path}: ${await errorMessage(response)}`);
+    return response;
   }
-  if (!response.ok) throw new ApiError(`The server refused ${path}: ${await errorMessage(response)}`);
-  return response;
 }
 
 const getJson = async (path, signal) => (await api(path, undefined, signal)).json();
@@ -513,7 +536,7 @@ function showHealth(health) {
 
 async function refreshStatus() {
   try {
-    const response = await fetch('/health');
+    const response = await fetch('/health', { headers: authHeaders() });
     const health = await response.json();
     showHealth(health);
     if (health.status !== 'ready') return;
@@ -536,7 +559,7 @@ async function waitForServer() {
   for (;;) {
     let health;
     try {
-      health = await (await fetch('/health')).json();
+      health = await (await fetch('/health', { headers: authHeaders() })).json();
     } catch (err) {
       $('status-line').textContent = `Cannot reach the server (${err.message}); retrying…`;
     }
