@@ -113,6 +113,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         runs: serve_runs_dir(args.runs.clone())?,
         ..Default::default()
     };
+    let llm = args.generator(Path::new(DEFAULT_LLM));
     let index = IndexArgs {
         precision: PrecisionArg {
             precision: Some(args.precision()),
@@ -120,7 +121,6 @@ pub fn run(args: ServeArgs) -> Result<()> {
         index: args.index,
         model: args.model,
     };
-    let llm = args.generator(Path::new(DEFAULT_LLM));
     let (generation, strategy) = (args.generation, args.strategy);
     let load = move || {
         let retriever = Arc::new(serve::LiveIndex::new(strategy.open(&index)?)?);
