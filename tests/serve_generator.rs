@@ -4,6 +4,8 @@
 //! serves search only. Runs on a tiny index, with a real GGUF placed under the default name.
 
 mod common;
+// Only some of its helpers are used here.
+#[allow(dead_code)]
 #[path = "web/http.rs"]
 mod http;
 
