@@ -113,6 +113,7 @@ fn page_assets_health_and_runs_routes() {
     let dir = tempfile::tempdir().unwrap();
     let (index_dir, runs) = tiny_setup(dir.path());
     let server = Server::start(&[
+        "--no-llm",
         "--index",
         index_dir.to_str().unwrap(),
         "--runs",

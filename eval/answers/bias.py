@@ -7,11 +7,14 @@ decided answer's margin, so that every bias's accuracy follows from the one run:
            log-probability minus the second's; the first option when it is above the bias.
 The chosen bias is the middle of the widest range whose accuracy is within one question of the
 best: one sharp best point among a few dozen questions is noise.
+With --calibrated (yes-no only), each margin less the one the same question got with no
+documents (`rag eval --yes-no-prior` records it): contextual calibration (Zhao et al., 2021),
+which takes out how much the model says "yes" to the question whatever the evidence.
 With --swapped, a run of the same questions with their two options swapped ("..., B or A?"):
 each margin is then the mean of the two orders' (the first order's first option against its
 second), which cancels a preference for whichever option is named first.
 
-usage: bias.py yes-no|options RUN_DIR [--out OUT.json] [--swapped RUN_DIR]
+usage: bias.py yes-no|options RUN_DIR [--out OUT.json] [--swapped RUN_DIR] [--calibrated]
 """
 import argparse
 import json
@@ -25,6 +28,7 @@ p.add_argument("kind", choices=["yes-no", "options"])
 p.add_argument("run", type=Path)
 p.add_argument("--out", type=Path)
 p.add_argument("--swapped", type=Path)
+p.add_argument("--calibrated", action="store_true")
 args = p.parse_args()
 kind, run = args.kind, args.run
 
@@ -47,7 +51,12 @@ if kind == "yes-no":
         if r.get("yes_no_margin") is not None:
             yes = normalize(r["gold"]) == "yes"
             greedy = (r["yes_no_margin"] > 0) == yes
-            decided.append((r["yes_no_margin"], yes, not yes, greedy))
+            margin = r["yes_no_margin"]
+            if args.calibrated:
+                if r.get("yes_no_prior") is None:
+                    sys.exit(f"{run}: {r['id']} has no yes_no_prior (rag eval --yes-no-prior)")
+                margin -= r["yes_no_prior"]
+            decided.append((margin, yes, not yes, greedy))
 elif kind == "options":
     decided = []
     for r in rows:
@@ -87,6 +96,7 @@ report = {
     "kind": kind,
     "run": str(run),
     "swapped": str(args.swapped) if args.swapped else None,
+    "calibrated": args.calibrated,
     "both_orders": len(swapped),
     "questions": len(rows),
     "decided": len(decided),

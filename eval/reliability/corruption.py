@@ -144,8 +144,7 @@ def serve_case(rag: str, index: Path, llm: Path | None, relative: str, expected:
     """Starts a server on `index`; returns the outcome of its searches (and /ask)."""
     port = free_port()
     cmd = [rag, "serve", "--index", str(index), "--addr", f"127.0.0.1:{port}", "--precision", "f32"]
-    if llm:
-        cmd += ["--llm", str(llm)]
+    cmd += ["--llm", str(llm)] if llm else ["--no-llm"]
     log = index.parent / f"serve-{port}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)

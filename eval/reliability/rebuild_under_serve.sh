@@ -23,7 +23,7 @@ INDEX=$WORK/index
 rm -rf "$INDEX"
 "$RAG" index --corpus "$WORK/first.json" --index "$INDEX" --layers 3,6 >/dev/null
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$RAG" serve --index "$INDEX" --addr "127.0.0.1:$PORT" --precision f32 2>"$WORK/serve.log" &
+"$RAG" serve --no-llm --index "$INDEX" --addr "127.0.0.1:$PORT" --precision f32 2>"$WORK/serve.log" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 python3 - "$RAG" "$INDEX" "$PORT" "$WORK/second.json" "$OUT/rebuild_under_serve.json" <<'PY'

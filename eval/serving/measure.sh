@@ -27,7 +27,7 @@ mkdir -p "$OUT"
 cargo build --release -q
 
 LOG=$(mktemp -t rag-serve.XXXXXX.log)
-"$RAG_BIN" serve --index "$INDEX" --addr "$ADDR" "${PRECISION_FLAG[@]}" > "$LOG" 2>&1 &
+"$RAG_BIN" serve --no-llm --index "$INDEX" --addr "$ADDR" "${PRECISION_FLAG[@]}" > "$LOG" 2>&1 &
 SERVER=$!
 trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 120); do

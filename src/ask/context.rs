@@ -9,7 +9,11 @@
 //! paragraphs in rank order and the sentences in document order within each. A kept sentence
 //! that names another retrieved paragraph's title raises that paragraph's sentences: the second
 //! hop of a bridge question ("the inventor that developed the Hornsby engine" -> "Herbert
-//! Akroyd Stuart") is the paragraph the first hop's evidence names.
+//! Akroyd Stuart") is the paragraph the first hop's evidence names. A paragraph whose title the
+//! question itself names gets its best sentence before any other: in "Were Scott Derrickson and
+//! Ed Wood of the same nationality?" each named person's paragraph holds half the evidence,
+//! and without this the title words alone ("Wood") let a footballer's and a film's sentences
+//! fill the budget before "Ed Wood ... was an American filmmaker".
 
 use std::ops::Range;
 
@@ -17,6 +21,7 @@ use anyhow::Result;
 
 use crate::corpus::Paragraph;
 use crate::retrieve::links::Links;
+use crate::retrieve::order;
 
 /// How a sentence's score is made (chosen on the fullwiki questions, eval/answers/); as a flag,
 /// `dense,lexical,rank,first,link`.
@@ -81,14 +86,15 @@ impl std::fmt::Display for SentenceWeights {
     }
 }
 
-/// A paragraph cut into sentences, with each sentence's score and the other paragraphs (by
-/// position in the list) whose titles it names.
+/// A paragraph cut into sentences, with each sentence's score, the other paragraphs (by
+/// position in the list) whose titles it names, and whether the question names its title.
 #[derive(Debug, Clone)]
 pub struct ScoredParagraph<'p> {
     pub paragraph: &'p Paragraph,
     pub sentences: Vec<Range<usize>>,
     pub scores: Vec<f32>,
     pub names: Vec<Vec<usize>>,
+    pub in_question: bool,
 }
 
 /// Which sentences of each paragraph went into the context, and the context itself.
@@ -154,14 +160,30 @@ pub fn sentence_score(
         + if first { weights.first } else { 0.0 }
 }
 
+/// The paragraphs (by position) whose titles `question` names, as the second hop's title links
+/// find them (disambiguation dropped: "Ed Wood" names "Ed Wood (film)" too).
+pub fn named_by(question: &str, paragraphs: &[Paragraph]) -> Result<Vec<usize>> {
+    let links = links_of(paragraphs)?;
+    let mut named: Vec<usize> = links
+        .mentioned(question, u64::MAX)
+        .into_iter()
+        .map(|n| n as usize)
+        .collect();
+    named.sort_unstable();
+    Ok(named)
+}
+
+fn links_of(paragraphs: &[Paragraph]) -> Result<Links> {
+    Links::new((0u64..).zip(paragraphs.iter().map(|p| p.title.clone())))
+}
+
 /// Per paragraph, per sentence: the other paragraphs (by position) whose titles the sentence
 /// names, as the second hop's title links find them.
 pub fn names(
     paragraphs: &[Paragraph],
     sentences: &[Vec<Range<usize>>],
 ) -> Result<Vec<Vec<Vec<usize>>>> {
-    let titles = (0u64..).zip(paragraphs.iter().map(|p| p.title.clone()));
-    let links = Links::new(titles)?;
+    let links = links_of(paragraphs)?;
     Ok(paragraphs
         .iter()
         .zip(sentences)
@@ -180,10 +202,13 @@ pub fn names(
 
 /// The best sentences that fit in `budget` tokens. `count` gives a sentence's tokens; `measure`
 /// the tokens of a rendered context (so a paragraph's header costs `measure` of the paragraph
-/// without text). Sentences are taken best first while they fit, each kept sentence adding
-/// `link` to the sentences of the paragraphs it names (once per paragraph). Since pieces counted
-/// apart can tokenize differently together, the rendered context is measured at the end and the
-/// last kept sentences are dropped until it fits: the budget is never exceeded.
+/// without text). First each paragraph the question names gets its best sentence (in rank
+/// order, while they fit); then sentences are taken best first while they fit, each kept
+/// sentence adding `link` to the sentences of the paragraphs it names (once per paragraph).
+/// Scores are compared at [`order::GRAIN`], ties going to the first in rank and document order,
+/// so that an index built in another precision chooses alike. Since pieces counted apart can
+/// tokenize differently together, the rendered context is measured at the end and the last
+/// kept sentences are dropped until it fits: the budget is never exceeded.
 pub fn select(
     scored: &[ScoredParagraph],
     budget: usize,
@@ -214,17 +239,34 @@ pub fn select(
     let mut bonus = vec![0.0f32; scored.len()];
     let mut taken = Vec::new();
     let mut used = 0;
-    while !open.is_empty() {
-        // The best open sentence; on equal scores the first in rank and document order.
-        let score = |&(p, i): &(usize, usize)| scored[p].scores[i] + bonus[p];
-        let best = (1..open.len()).fold(0, |best, j| {
-            if score(&open[j]) > score(&open[best]) {
-                j
-            } else {
-                best
-            }
-        });
-        let (p, i) = open.remove(best);
+    // The best of `candidates` (positions in `open`): the highest score at the grain, then the
+    // first in rank and document order.
+    let best =
+        |open: &[(usize, usize)], bonus: &[f32], candidates: &mut dyn Iterator<Item = usize>| {
+            candidates.min_by(|&a, &b| {
+                let key = |j: usize| {
+                    let (p, i) = open[j];
+                    (scored[p].scores[i] + bonus[p], (p, i))
+                };
+                order::best_first(key(a), key(b))
+            })
+        };
+    let questioned: Vec<usize> = (0..scored.len())
+        .filter(|&p| scored[p].in_question)
+        .collect();
+    let mut next_question = questioned.into_iter();
+    loop {
+        let chosen = match next_question.next() {
+            Some(p) => best(
+                &open,
+                &bonus,
+                &mut (0..open.len()).filter(|&j| open[j].0 == p),
+            ),
+            None if !open.is_empty() => best(&open, &bonus, &mut (0..open.len())),
+            None => break,
+        };
+        let Some(chosen) = chosen else { continue };
+        let (p, i) = open.remove(chosen);
         let s = &scored[p];
         let opened = kept[p].iter().any(|&k| k);
         let header = if opened { 0 } else { headers[p] };
@@ -322,6 +364,7 @@ mod tests {
                 sentences: sentences::split(&p.text),
                 scores: s.to_vec(),
                 names: vec![Vec::new(); s.len()],
+                in_question: false,
             })
             .collect()
     }
@@ -368,6 +411,64 @@ mod tests {
         scored[0].names[0].clear();
         scored[1].names[1] = vec![0];
         assert_eq!(select(&scored, 22, 0.1, words, measure).kept, without.kept);
+    }
+
+    #[test]
+    fn a_paragraph_the_question_names_gets_its_best_sentence_first() {
+        let paragraphs = paragraphs();
+        let mut scored = scored(&paragraphs, &[&[0.9, 0.8, 0.7], &[0.3, 0.2]]);
+        // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each. By score alone,
+        // Ed Wood's three sentences fill a budget of 22 words.
+        let by_score = select(&scored, 22, 0.0, words, measure);
+        assert_eq!(
+            by_score.kept,
+            vec![vec![true, true, true], vec![false, false]]
+        );
+        // Named by the question, Scott Derrickson's best sentence comes first.
+        scored[1].in_question = true;
+        let named = select(&scored, 22, 0.0, words, measure);
+        assert_eq!(
+            named.kept,
+            vec![vec![true, false, false], vec![true, false]]
+        );
+        // Without room for it (11 words), it is left out like any sentence that does not fit.
+        let tight = select(&scored, 10, 0.0, words, measure);
+        assert_eq!(
+            tight.kept,
+            vec![vec![false, true, false], vec![false, false]]
+        );
+    }
+
+    #[test]
+    fn near_ties_go_to_the_first_in_rank_and_document_order() {
+        let paragraphs = paragraphs();
+        // Apart by less than the grain: the first paragraph's sentence is the tie's winner,
+        // whichever of the two a precision scores higher.
+        for (a, b) in [(0.50001, 0.50003), (0.50003, 0.50001)] {
+            let scored = scored(&paragraphs, &[&[0.0, a, 0.0], &[b, 0.0]]);
+            // Room for one header and one sentence of 4 to 6 words.
+            let selection = select(&scored, 11, 0.0, words, measure);
+            assert_eq!(
+                selection.kept,
+                vec![vec![false, true, false], vec![false, false]]
+            );
+        }
+    }
+
+    #[test]
+    fn the_question_names_paragraphs_by_title() {
+        let mut paragraphs = paragraphs();
+        paragraphs.push(Paragraph {
+            title: "Ed Wood (film)".into(),
+            text: "Ed Wood is a 1994 film.".into(),
+        });
+        paragraphs.push(Paragraph {
+            title: "Chris Wood (footballer)".into(),
+            text: "Chris Wood is a footballer.".into(),
+        });
+        let question = "Were Scott Derrickson and Ed Wood of the same nationality?";
+        assert_eq!(named_by(question, &paragraphs).unwrap(), vec![0, 1, 2]);
+        assert!(named_by("Who is he?", &paragraphs).unwrap().is_empty());
     }
 
     #[test]

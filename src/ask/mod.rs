@@ -201,8 +201,17 @@ impl<'a> Pipeline<'a> {
         let generation = match on_token {
             Some(on_token) => {
                 let options = crate::generate::options::parse(&response.query);
-                self.generator
-                    .generate(&prompt, options.as_ref(), on_token)?
+                let mut generation =
+                    self.generator
+                        .generate(&prompt, options.as_ref(), on_token)?;
+                if generation.yes_no_margin.is_some() && self.generator.records_yes_no_prior() {
+                    let bare = self
+                        .spec
+                        .build_within(&response.query, &[], |_| Ok(true))?
+                        .0;
+                    generation.yes_no_prior = self.generator.yes_no_margin(&bare)?;
+                }
+                generation
             }
             None => Generation {
                 prompt_tokens: self.generator.prompt_tokens(&prompt)?,
@@ -306,6 +315,7 @@ impl<'a> Pipeline<'a> {
         let vectors = encoder.encode(&refs, &[layers])?.remove(0);
         let words = context::content_words(question);
         let names = context::names(&paragraphs, &sentences)?;
+        let in_question = context::named_by(question, &paragraphs)?;
         let mut row = 1;
         let scored: Vec<ScoredParagraph> = paragraphs
             .iter()
@@ -336,6 +346,7 @@ impl<'a> Pipeline<'a> {
                     sentences: ranges.clone(),
                     scores,
                     names,
+                    in_question: in_question.contains(&rank),
                 }
             })
             .collect();

@@ -245,6 +245,11 @@ pub struct GenerationArgs {
     /// fullwiki questions, eval/answers/README.md): plain greedy decoding.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub extractive: bool,
+    /// Record, for each answer opening with yes or no, the yes/no margin of the question asked
+    /// with no documents (`eval/answers/tune.sh yes-no` reads it; one more short prompt
+    /// evaluation per such answer).
+    #[arg(long)]
+    pub yes_no_prior: bool,
 }
 
 /// `--option-bias`: a finite number, or `off`.
@@ -290,6 +295,7 @@ impl GenerationArgs {
                 yes_no_bias: self.yes_no_bias,
                 option_bias: self.option_bias.0,
                 extractive: self.extractive,
+                yes_no_prior: self.yes_no_prior,
             },
         )
     }

@@ -1,12 +1,13 @@
 //! `rag serve`: the HTTP server, models loaded once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
 
 use rag::encoder::Precision;
+use rag::generate::DEFAULT_LLM;
 use rag::index;
 use rag::serve;
 
@@ -25,10 +26,14 @@ pub struct ServeArgs {
     /// of 0.9999 instead of 0.990 (see eval/precision/).
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
-    /// GGUF generator for POST /ask (without it /ask answers 503).
-    #[arg(long)]
+    /// GGUF generator for POST /ask (default: the default generator, data/models/..., when it
+    /// is there, as for `rag ask`).
+    #[arg(long, conflicts_with = "no_llm")]
     pub llm: Option<PathBuf>,
-    /// How /ask generates (with --llm).
+    /// Serve search only: load no generator (/ask answers 503).
+    #[arg(long)]
+    pub no_llm: bool,
+    /// How /ask generates.
     #[command(flatten)]
     pub generation: GenerationArgs,
     /// How /ask retrieves when a request does not say (default: the best measured).
@@ -80,6 +85,25 @@ impl ServeArgs {
     pub fn precision(&self) -> Precision {
         self.precision.unwrap_or_else(Precision::fastest_available)
     }
+
+    /// The generator to load: `--llm`, else `default` where that file is there, so that a
+    /// plain `rag serve` answers like `rag ask`; none with `--no-llm`.
+    fn generator(&self, default: &Path) -> Option<PathBuf> {
+        if self.no_llm {
+            return None;
+        }
+        if let Some(llm) = &self.llm {
+            return Some(llm.clone());
+        }
+        if default.is_file() {
+            return Some(default.to_path_buf());
+        }
+        eprintln!(
+            "note: no generator at {} (scripts/fetch-models.sh llm fetches it), so /ask answers 503; --llm FILE names another",
+            default.display()
+        );
+        None
+    }
 }
 
 /// The runs folder named with `--runs` (which must exist), else `eval/runs` if there is one.
@@ -115,6 +139,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         },
         ..Default::default()
     };
+    let llm = args.generator(Path::new(DEFAULT_LLM));
     let index = IndexArgs {
         precision: PrecisionArg {
             precision: Some(args.precision()),
@@ -122,7 +147,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         index: args.index,
         model: args.model,
     };
-    let (llm, generation, strategy) = (args.llm, args.generation, args.strategy);
+    let (generation, strategy) = (args.generation, args.strategy);
     let load = move || {
         let retriever = Arc::new(serve::LiveIndex::new(strategy.open(&index)?)?);
         let answerer = match llm {
@@ -172,5 +197,22 @@ mod tests {
             serve_args(&["--precision", "int8"]).precision(),
             Precision::Int8
         );
+    }
+
+    #[test]
+    fn the_default_generator_answers_unless_told_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = dir.path().join("default.gguf");
+        // Not there: no generator, and no error (search still serves).
+        assert_eq!(serve_args(&[]).generator(&default), None);
+        std::fs::write(&default, b"GGUF").unwrap();
+        assert_eq!(serve_args(&[]).generator(&default), Some(default.clone()));
+        assert_eq!(serve_args(&["--no-llm"]).generator(&default), None);
+        assert_eq!(
+            serve_args(&["--llm", "other.gguf"]).generator(&default),
+            Some(PathBuf::from("other.gguf"))
+        );
+        let argv = ["rag", "serve", "--llm", "x.gguf", "--no-llm"];
+        assert!(Cli::try_parse_from(argv).is_err());
     }
 }

@@ -68,6 +68,10 @@ pub struct GeneratorOptions {
     /// Keep every answer a span of the prompt's text or a yes or a no; see [`extractive`]. Off
     /// by default: on 358 fullwiki questions it made 2 answers right and 1 wrong, F1 lower.
     pub extractive: bool,
+    /// For an answer that opens with yes or no, also read the margin the question gets with
+    /// no documents ([`Generation::yes_no_prior`]; contextual calibration, Zhao et al. 2021),
+    /// which costs a second, short prompt evaluation. Recorded only; it decides nothing.
+    pub yes_no_prior: bool,
 }
 
 impl Default for GeneratorOptions {
@@ -81,6 +85,7 @@ impl Default for GeneratorOptions {
             yes_no_bias: DEFAULT_YES_NO_BIAS,
             option_bias: None,
             extractive: false,
+            yes_no_prior: false,
         }
     }
 }
@@ -98,6 +103,9 @@ pub struct Generation {
     pub stop: &'static str,
     /// The yes-token's logit minus the no-token's, when the answer opened with yes or no.
     pub yes_no_margin: Option<f32>,
+    /// The same margin for the question asked with no documents (with `yes_no_prior`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub yes_no_prior: Option<f32>,
     /// How the answer was chosen between the question's two options, when it named one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub option_choice: Option<OptionChoice>,
@@ -352,6 +360,68 @@ impl Generator {
         })
     }
 
+    /// Evaluates what of `tokens` the cache does not hold yet (at least the last token, whose
+    /// logits give the first answer token): the batch, its last row holding those logits, and
+    /// how many tokens were reused.
+    fn evaluate(
+        &self,
+        cached: &mut Cached,
+        tokens: &[LlamaToken],
+    ) -> Result<(LlamaBatch<'static>, usize)> {
+        let shared = if self.options.reuse_prefix {
+            shared_prefix(&cached.tokens, tokens)
+        } else {
+            0
+        };
+        let mut reused = shared.min(tokens.len() - 1);
+        // Models whose memory cannot drop a tail start from an empty cache.
+        if !cached.keep(reused) {
+            reused = 0;
+        }
+        let fresh = &tokens[reused..];
+        let mut batch = LlamaBatch::new(fresh.len(), 1);
+        let last = fresh.len() - 1;
+        for (i, &token) in fresh.iter().enumerate() {
+            batch.add(token, (reused + i) as i32, &[0], i == last)?;
+        }
+        cached
+            .ctx
+            .decode(&mut batch)
+            .map_err(|e| anyhow!("evaluating the prompt: {e}"))?;
+        cached.tokens.extend_from_slice(fresh);
+        Ok((batch, reused))
+    }
+
+    /// Whether answers record [`Generation::yes_no_prior`].
+    pub fn records_yes_no_prior(&self) -> bool {
+        self.options.yes_no_prior
+    }
+
+    /// The yes-token's logit minus the no-token's as the first token after `prompt`, nothing
+    /// generated; none for a model without both tokens.
+    pub fn yes_no_margin(&self, prompt: &Prompt) -> Result<Option<f32>> {
+        let tokens = self.tokenize(prompt)?;
+        if tokens.is_empty() {
+            bail!("the prompt is empty");
+        }
+        self.loaded.with_dependent(|model, slot| {
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = Some(self.new_context(model)?);
+            }
+            let cached = slot.as_mut().expect("made above");
+            let result = self.evaluate(cached, &tokens).map(|(batch, _)| {
+                let logits = cached.ctx.get_logits_ith(batch.n_tokens() - 1);
+                self.yes_no.margin(logits)
+            });
+            if result.is_err() {
+                cached.tokens.clear();
+                cached.ctx.clear_kv_cache();
+            }
+            result
+        })
+    }
+
     /// Evaluates what of `tokens` the cache does not hold yet, then decodes the answer.
     fn decode(
         &self,
@@ -363,32 +433,12 @@ impl Generator {
         mut on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
         let choice = options.zip(self.options.option_bias);
-        let shared = if self.options.reuse_prefix {
-            shared_prefix(&cached.tokens, tokens)
-        } else {
-            0
-        };
-        // At least the last prompt token is evaluated: its logits give the first answer token.
-        let mut reused = shared.min(tokens.len() - 1);
-        // Models whose memory cannot drop a tail start from an empty cache.
-        if !cached.keep(reused) {
-            reused = 0;
-        }
-        let ctx = &mut cached.ctx;
-        ctx.reset_timings();
-        let vocab = model.vocab();
-
+        cached.ctx.reset_timings();
         let started = Instant::now();
-        let fresh = &tokens[reused..];
-        let mut batch = LlamaBatch::new(fresh.len(), 1);
-        let last = fresh.len() - 1;
-        for (i, &token) in fresh.iter().enumerate() {
-            batch.add(token, (reused + i) as i32, &[0], i == last)?;
-        }
-        ctx.decode(&mut batch)
-            .map_err(|e| anyhow!("evaluating the prompt: {e}"))?;
-        cached.tokens.extend_from_slice(fresh);
+        let (mut batch, reused) = self.evaluate(cached, tokens)?;
         let prompt_eval_ms = ms_since(started);
+        let ctx = &mut cached.ctx;
+        let vocab = model.vocab();
 
         let started = Instant::now();
         let mut sampler = LlamaSampler::greedy();
@@ -473,6 +523,7 @@ impl Generator {
             generated_tokens: generated,
             stop,
             yes_no_margin,
+            yes_no_prior: None,
             option_choice,
             prompt_eval_ms,
             generation_ms,

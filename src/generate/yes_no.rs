@@ -61,14 +61,26 @@ impl YesNoTokens {
         if !self.yes.contains(&greedy) && !self.no.contains(&greedy) {
             return unchanged;
         }
-        let (Some(yes), Some(no)) = (best(&self.yes, logits), best(&self.no, logits)) else {
+        let Some((yes, no, margin)) = self.sides(logits) else {
             return unchanged;
         };
-        let margin = logits[yes.0 as usize] - logits[no.0 as usize];
         Choice {
             token: if margin > bias { yes } else { no },
             margin: Some(margin),
         }
+    }
+}
+
+impl YesNoTokens {
+    /// The best yes-token's logit minus the best no-token's, whatever the greedy token; none
+    /// for a model without both.
+    pub fn margin(&self, logits: &[f32]) -> Option<f32> {
+        self.sides(logits).map(|(_, _, margin)| margin)
+    }
+
+    fn sides(&self, logits: &[f32]) -> Option<(LlamaToken, LlamaToken, f32)> {
+        let (yes, no) = (best(&self.yes, logits)?, best(&self.no, logits)?);
+        Some((yes, no, logits[yes.0 as usize] - logits[no.0 as usize]))
     }
 }
 

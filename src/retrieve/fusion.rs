@@ -9,8 +9,10 @@ use std::collections::HashMap;
 
 /// The usual constant of reciprocal-rank fusion (Cormack et al., 2009).
 const RRF_K: f32 = 60.0;
+/// Reciprocal ranks 200 deep differ by 1.5e-5; a rounding of the sums' order, by about 1e-9.
+const RRF_GRAIN: f32 = 1e-6;
 
-/// Fuses rankings by summing `1 / (RRF_K + rank)` per document; ties keep first-seen order.
+/// Fuses rankings by summing `1 / (RRF_K + rank)` per document; ties by id ([`super::order`]).
 pub fn reciprocal_rank_fusion(rankings: &[Vec<(u64, f32)>]) -> Vec<(u64, f32)> {
     let mut fused = Fused::default();
     for ranking in rankings {
@@ -18,12 +20,12 @@ pub fn reciprocal_rank_fusion(rankings: &[Vec<(u64, f32)>]) -> Vec<(u64, f32)> {
             fused.add(id, 1.0 / (RRF_K + rank as f32 + 1.0));
         }
     }
-    fused.ranked()
+    fused.ranked(RRF_GRAIN)
 }
 
 /// `weight * dense + (1 - weight) * lexical`, each ranking's scores first scaled to [0, 1] by
 /// its own minimum and maximum; a document missing from a ranking counts as that ranking's
-/// worst. Ties keep first-seen order (dense first).
+/// worst. Ties by id ([`super::order`]).
 pub fn convex_fusion(dense: &[(u64, f32)], lexical: &[(u64, f32)], weight: f32) -> Vec<(u64, f32)> {
     let mut fused = Fused::default();
     for (ranking, w) in [(dense, weight), (lexical, 1.0 - weight)] {
@@ -31,7 +33,7 @@ pub fn convex_fusion(dense: &[(u64, f32)], lexical: &[(u64, f32)], weight: f32) 
             fused.add(id, w * score);
         }
     }
-    fused.ranked()
+    fused.ranked(super::order::GRAIN)
 }
 
 /// Scores scaled to [0, 1] within the ranking (all 1 when they are equal).
@@ -48,7 +50,7 @@ pub fn min_max(ranking: &[(u64, f32)]) -> Vec<(u64, f32)> {
         .collect()
 }
 
-/// Scores summed per document, remembering the order documents were first seen in.
+/// Scores summed per document.
 #[derive(Default)]
 struct Fused {
     scores: HashMap<u64, f32>,
@@ -64,14 +66,14 @@ impl Fused {
         }) += score;
     }
 
-    /// Best first; a stable sort, so ties keep first-seen order.
-    fn ranked(self) -> Vec<(u64, f32)> {
+    /// Best first, ties by id: which ranking saw a document first must not decide.
+    fn ranked(self, grain: f32) -> Vec<(u64, f32)> {
         let mut out: Vec<(u64, f32)> = self
             .order
             .into_iter()
             .map(|id| (id, self.scores[&id]))
             .collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        super::order::sort_ranking(&mut out, grain);
         out
     }
 }
@@ -86,7 +88,7 @@ mod tests {
         let lexical = vec![(3, 12.0), (4, 9.0), (1, 5.0)];
         let fused = reciprocal_rank_fusion(&[dense, lexical]);
         let ids: Vec<u64> = fused.iter().map(|h| h.0).collect();
-        // 1: 1/61 + 1/63; 3: 1/63 + 1/61 (tie, 1 seen first); 2: 1/62; 4: 1/62.
+        // 1: 1/61 + 1/63; 3: 1/63 + 1/61 (tie, smaller id first); 2: 1/62; 4: 1/62.
         assert_eq!(ids, vec![1, 3, 2, 4]);
         assert!((fused[0].1 - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-6);
     }

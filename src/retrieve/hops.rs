@@ -21,7 +21,7 @@ pub fn query(question: &str, paragraph: &Paragraph) -> String {
 /// best first-hop score of a seed naming it, each second-hop ranking and link counting as much
 /// as its seed did in the first hop: evidence from both hops adds up, so a paragraph the
 /// question names keeps its place while one only a seed leads to can rise past weak first-hop
-/// ones. The first hop's best paragraph always stays first. Returns the best `k` as
+/// ones. The first hop's best paragraph always stays first; ties fall to the smaller id. Returns the best `k` as
 /// (id, score, hop), hop 2 for a paragraph that owes more to the second hop than the first.
 pub fn merge(
     first: &[(u64, f32)],
@@ -41,7 +41,7 @@ pub fn merge(
             found_first: true,
         })
         .collect();
-    // Found only by the second hop or a link: first-hop score 0, in first-seen order.
+    // Found only by the second hop or a link: first-hop score 0.
     let entry = |scores: &mut Vec<Evidence>, id: u64| -> usize {
         scores.iter().position(|s| s.id == id).unwrap_or_else(|| {
             scores.push(Evidence {
@@ -73,10 +73,9 @@ pub fn merge(
         .iter()
         .map(Evidence::total)
         .fold(f32::NEG_INFINITY, f32::max);
-    // The first hop's best stays first; the rest by total, ties in first-seen order (a stable
-    // sort).
+    // The first hop's best stays first; the rest by total, ties by id ([`super::order`]).
     if let Some((head, rest)) = scores.split_first_mut() {
-        rest.sort_by(|a, b| b.total().total_cmp(&a.total()));
+        rest.sort_by(|a, b| super::order::best_first((a.total(), a.id), (b.total(), b.id)));
         head.first = best - head.second - head.link;
     }
     scores
@@ -138,7 +137,7 @@ mod tests {
     fn evidence_from_both_hops_adds_up() {
         let (first, seconds) = two_hops();
         let merged = merge(&first, &seconds, &[], (0.8, 0.0), 6);
-        // 20: 0.8 * max(1 * 1, 0.5 * 1); 22: 0.8 * 0.5 * 0.5; 12 and 21: 0 (12 seen first).
+        // 20: 0.8 * max(1 * 1, 0.5 * 1); 22: 0.8 * 0.5 * 0.5; 12 and 21: 0 (12 the smaller id).
         assert_eq!(ids(&merged), vec![10, 20, 11, 22, 12, 21]);
         let hops: Vec<u8> = merged.iter().map(|h| h.2).collect();
         assert_eq!(hops, vec![1, 2, 1, 2, 1, 2]);
@@ -155,7 +154,7 @@ mod tests {
         // 10 names 21 (and itself, skipped); 11 names 12 and 30, which no search found.
         let links = vec![vec![21, 10], vec![12, 30]];
         let merged = merge(&first, &seconds, &links, (0.8, 0.5), 7);
-        // 21: 0.5 * 1; 12 and 30: 0.5 * 0.5. Ties in first-seen order (11 before 21).
+        // 21: 0.5 * 1; 12 and 30: 0.5 * 0.5. Ties by id (11 before 21).
         assert_eq!(ids(&merged), vec![10, 20, 11, 21, 12, 30, 22]);
         let hops: Vec<u8> = merged.iter().map(|h| h.2).collect();
         assert_eq!(hops, vec![1, 2, 1, 2, 2, 2, 2]);

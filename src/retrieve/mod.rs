@@ -4,6 +4,7 @@
 pub mod fusion;
 pub mod hops;
 pub mod links;
+pub mod order;
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -558,7 +559,11 @@ impl Retriever {
         };
         timings.encode_ms += ms_since(started);
         let started = Instant::now();
-        let hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
+        let mut hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
+        // faiss orders by the exact distance; near-ties fall by id, as everywhere.
+        for ranking in &mut hits {
+            order::sort_ranking(ranking, order::GRAIN);
+        }
         timings.search_ms += ms_since(started);
         Ok(hits)
     }

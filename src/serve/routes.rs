@@ -219,7 +219,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
     };
     let queue = ready.generation.as_ref().ok_or_else(|| {
         ApiError::unavailable(
-            "no generator is loaded: start `rag serve` with --llm FILE to answer questions",
+            "no generator is loaded (started with --no-llm, or without the default one): start `rag serve` with --llm FILE to answer questions",
         )
     })?;
     let mut events = queue.submit(question.to_owned(), settings)?;

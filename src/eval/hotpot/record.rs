@@ -160,6 +160,9 @@ pub struct Prediction {
     /// The yes-token's logit minus the no-token's, for answers that opened with yes or no.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yes_no_margin: Option<f32>,
+    /// The same margin with no documents (`--yes-no-prior`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yes_no_prior: Option<f32>,
     /// How the answer was chosen between the question's two options, when it named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub option_choice: Option<crate::generate::OptionChoice>,

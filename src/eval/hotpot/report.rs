@@ -316,6 +316,7 @@ mod tests {
             retrieval: RetrievalScores::of(&titles, &["A".to_string(), "B".to_string()]),
             retrieved: titles,
             yes_no_margin: None,
+            yes_no_prior: None,
             option_choice: None,
             timings: PredictionTimings {
                 generated_tokens: 4,

@@ -334,6 +334,7 @@ fn predict(
         retrieved: context.retrieved,
         retrieval,
         yes_no_margin: None,
+        yes_no_prior: None,
         option_choice: None,
         timings: PredictionTimings::default(),
     };
@@ -383,6 +384,7 @@ fn predict(
             prediction.f1 = Some(metrics::f1_score(&answer.answer, &question.answer));
             prediction.prediction = Some(answer.answer);
             prediction.yes_no_margin = g.yes_no_margin;
+            prediction.yes_no_prior = g.yes_no_prior;
             prediction.option_choice = g.option_choice;
         }
         timings.prompt_tokens = g.prompt_tokens;

@@ -303,7 +303,7 @@ async function ask(event) {
     await showRetrieved(question, run.signal, 'retrieved');
     if (!state.health.models.generator) {
       answer.replaceChildren(h('span', { class: 'muted' },
-        'No generator is loaded (start rag serve with --llm FILE to get answers); the evidence is below.'));
+        'No generator is loaded (rag serve was started with --no-llm or without the default generator; --llm FILE names one); the evidence is below.'));
     } else {
       await answerStreamed(question, current, run.signal);
     }
@@ -345,7 +345,7 @@ async function answerStreamed(question, current, signal) {
       answer.dataset.done = 'true';
       renderTiming(data.timings || {}, firstToken);
       const used = data.layers !== undefined ? `, ${data.layers} layers, ${data.dim} dims` : '';
-      renderSources(data.sources || [], `given to the generator (${data.mode || current.mode}${used})`, { state: 'answered', layers: data.layers ?? '', dim: data.dim ?? '' });
+      renderSources(data.sources || [], `given to the generator, ${state.health.models.generator} (${data.mode || current.mode}${used})`, { state: 'answered', layers: data.layers ?? '', dim: data.dim ?? '' });
     } else if (name === 'error') {
       finished = true;
       showError(`/ask: ${data.error?.message || JSON.stringify(data)}`);
