@@ -461,10 +461,12 @@ mod tests {
         paragraphs.push(Paragraph {
             title: "Ed Wood (film)".into(),
             text: "Ed Wood is a 1994 film.".into(),
+            links: Vec::new(),
         });
         paragraphs.push(Paragraph {
             title: "Chris Wood (footballer)".into(),
             text: "Chris Wood is a footballer.".into(),
+            links: Vec::new(),
         });
         let question = "Were Scott Derrickson and Ed Wood of the same nationality?";
         assert_eq!(named_by(question, &paragraphs).unwrap(), vec![0, 1, 2]);
