@@ -559,11 +559,9 @@ impl Retriever {
         };
         timings.encode_ms += ms_since(started);
         let started = Instant::now();
-        let mut hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
-        // faiss orders by the exact distance; near-ties fall by id, as everywhere.
-        for ranking in &mut hits {
-            order::sort_ranking(ranking, order::GRAIN);
-        }
+        // faiss's exact-distance order, which a sharded index's merge reproduces; near-ties are
+        // settled where lists meet (fusion, hops, sentence choice).
+        let hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
         timings.search_ms += ms_since(started);
         Ok(hits)
     }
