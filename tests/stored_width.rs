@@ -51,7 +51,10 @@ fn dim_stores_that_width_and_serves_every_size_up_to_it() {
     // A quarter of the width, a quarter of the vectors (the faiss header aside).
     let manifest = Manifest::read(&small_dir).unwrap();
     assert_eq!((manifest.stored_dim, manifest.default_dim), (8, 8));
-    assert_eq!(manifest.format_version, index::manifest::FORMAT_VERSION);
+    assert_eq!(
+        manifest.format_version,
+        index::manifest::CHECKSUMS_FORMAT_VERSION
+    );
     for depth in [1, 3] {
         assert!(!index::dense_file(&small_dir, depth, 32).exists());
         let (full_bytes, small_bytes) = (
