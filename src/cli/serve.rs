@@ -139,6 +139,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         },
         ..Default::default()
     };
+    // Refused binds fail first, before any note about the generator.
+    serve::access::check_bind(args.addr, &config.access, args.insecure)?;
     let llm = args.generator(Path::new(DEFAULT_LLM));
     let index = IndexArgs {
         precision: PrecisionArg {
