@@ -135,6 +135,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             fresh: false,
             shard: None,
             progress: ProgressMode::for_stderr(),
+            vectors_from: None,
         };
         let dir = hotpot::index_with_depths(&build, &layers)?;
         let retriever = args.strategy.open(&IndexArgs {
