@@ -1,5 +1,7 @@
-//! Benchmarks that print the numbers the issues ask for: encoding throughput per depth and
-//! query latency per retrieval mode, each in one warm process.
+//! Benchmarks behind the README's speed claims: encoding throughput per depth (paragraphs/s,
+//! and with `--fidelity` each precision's cosine to f32) and query latency per retrieval mode,
+//! each in one warm process, so that start-up and model loading are not counted. The scripts
+//! under eval/encode, eval/precision and eval/retrieval run them.
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -7,7 +7,7 @@
 //! sentences the generator reads, the prompt, generation) -> [`eval`] (recall and exact match
 //! on HotpotQA; STS) and [`serve`] (the same pipeline over HTTP, with the web page). [`train`]
 //! writes the encoders [`encoder`] loads; its one import the other way is eval's: an STS run
-//! appends its scores to the trained model's card (`train::append_to_model_card`). [`bench`]
+//! appends its scores to the trained model's card (`train::append_card_section`). [`bench`]
 //! measures. Shared by all: [`files`] (checksums, crash-safe writes), [`progress`], [`rng`],
 //! [`runtime`] (allocator and BLAS set-up) and [`vectors`]; [`skip`] is the tests' loud skip.
 //! The `rag` binary's flags live in `src/cli/`, outside the library, which builds without clap

@@ -68,7 +68,7 @@ fn the_demo_question_gets_both_nationalities_into_the_prompt_and_yes() {
             answer
                 .sources
                 .iter()
-                .filter(|s| s.title == title)
+                .filter(|s| s.hit.title == title)
                 .flat_map(|s| s.sentences.iter().filter(|t| t.in_prompt))
                 .map(|t| t.text.clone())
                 .collect()

@@ -17,7 +17,7 @@ use rag::ask::{AskResult, AskSettings, Source};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
 use rag::index;
-use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
+use rag::retrieve::{Hit, Mode, Retriever, SearchRequest, Strategy};
 use rag::serve::{self, Answerer, LiveIndex, Models, ServeConfig};
 use serde_json::{json, Value};
 
@@ -86,12 +86,14 @@ impl Answerer for FakeAnswerer {
         }
         self.finished.store(true, Ordering::SeqCst);
         let source = Source {
-            rank: 1,
-            id: 0,
-            title: question.into(),
-            text: format!("{:?}", settings.strategy.mode),
-            score: 1.0,
-            hop: 1,
+            hit: Hit {
+                rank: 1,
+                id: 0,
+                title: question.into(),
+                text: format!("{:?}", settings.strategy.mode),
+                score: 1.0,
+                hop: 1,
+            },
             in_prompt: true,
             sentences: Vec::new(),
         };

@@ -7,7 +7,7 @@
 //! `RAG_WEB_OUT`: where `measure.json` and the screenshots go (eval/web); `RAG_INDEX`: the index
 //! (index/default); `RAG_WEB_QUESTIONS`: how many questions (6).
 
-#[allow(dead_code)]
+// Its own `allow(dead_code)` covers what the measurement does not call.
 #[path = "../../tests/common/mod.rs"]
 mod common;
 #[allow(dead_code)]

@@ -109,7 +109,9 @@ pub struct Selection {
 }
 
 /// The question's words that carry its meaning: lower-cased, three letters or more, not among
-/// the commonest English words.
+/// the commonest English words. A relevance signal, not an answer's normalisation (that is
+/// `eval::hotpot::scores::normalize_answer`, the official script's): it splits at every
+/// character that is not a letter or digit, and stems, so that related words meet.
 pub fn content_words(text: &str) -> Vec<String> {
     const STOP: [&str; 40] = [
         "the", "and", "for", "are", "was", "were", "which", "what", "who", "whom", "whose", "when",

@@ -3,7 +3,6 @@
 //! went. `rag ask`, `rag serve`'s `/ask` and `rag eval` all answer through [`Pipeline`].
 
 pub mod context;
-pub mod present;
 pub mod sentences;
 
 use std::time::Instant;
@@ -64,15 +63,12 @@ pub struct SourceSentence {
     pub in_prompt: bool,
 }
 
-/// A retrieved paragraph.
+/// A retrieved paragraph, and what of it the generator read.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Source {
-    pub rank: usize,
-    pub id: u64,
-    pub title: String,
-    pub text: String,
-    pub score: f32,
-    pub hop: u8,
+    /// Its rank, id, text, score and hop: written as the source's own fields.
+    #[serde(flatten)]
+    pub hit: Hit,
     /// Whether any of it went into the prompt.
     pub in_prompt: bool,
     pub sentences: Vec<SourceSentence>,
@@ -235,12 +231,7 @@ impl<'a> Pipeline<'a> {
             .map(|((hit, kept), ranges)| {
                 let in_prompt = titles_used.contains(&hit.title.as_str());
                 Source {
-                    rank: hit.rank,
-                    id: hit.id,
-                    title: hit.title.clone(),
-                    text: hit.text.clone(),
-                    score: hit.score,
-                    hop: hit.hop,
+                    hit: hit.clone(),
                     in_prompt,
                     sentences: ranges
                         .iter()

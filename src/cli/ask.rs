@@ -80,6 +80,6 @@ pub fn run(args: AskArgs) -> Result<()> {
     } else {
         println!("{}", rag::terminal::escape(&answer.answer));
     }
-    rag::ask::present::print_details(&answer, model_load_ms);
+    super::present::print_details(&answer, model_load_ms);
     Ok(())
 }

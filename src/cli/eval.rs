@@ -148,17 +148,17 @@ pub fn run(args: EvalArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let generation = &args.generator.generation;
+    let llm = &args.generator.settings;
     let answering = generator
         .as_ref()
         .zip(spec.as_ref())
         .map(|(generator, spec)| Answering {
             generator: generator.name.clone(),
             prompt_style: spec.style.to_string(),
-            max_tokens: generation.max_tokens,
-            yes_no_bias: generation.yes_no_bias,
-            option_bias: generation.option_bias.0,
-            extractive: generation.extractive,
+            max_tokens: llm.max_tokens,
+            yes_no_bias: llm.yes_no_bias,
+            option_bias: llm.option_bias.0,
+            extractive: llm.extractive,
         });
     let config = RunConfig::of(
         RunAsked {

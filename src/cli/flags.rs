@@ -201,12 +201,13 @@ pub struct GeneratorArgs {
     #[arg(long, env = "RAG_LLM", default_value = DEFAULT_LLM)]
     pub llm: PathBuf,
     #[command(flatten)]
-    pub generation: GenerationArgs,
+    pub settings: GeneratorSettingsArgs,
 }
 
-/// How answers are generated, whichever GGUF model generates them.
+/// How answers are generated, whichever GGUF model generates them ([`GeneratorArgs`] adds
+/// which one; `rag serve` picks its model apart).
 #[derive(Args, Debug, Clone)]
-pub struct GenerationArgs {
+pub struct GeneratorSettingsArgs {
     /// Most tokens in an answer.
     #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_tokens: usize,
@@ -278,7 +279,7 @@ impl std::str::FromStr for OptionBias {
     }
 }
 
-impl GenerationArgs {
+impl GeneratorSettingsArgs {
     pub fn prompt(&self) -> Result<PromptSpec> {
         PromptSpec::from_flags(self.prompt_style, self.prompt_file.as_deref())
     }
@@ -303,11 +304,11 @@ impl GenerationArgs {
 
 impl GeneratorArgs {
     pub fn prompt(&self) -> Result<PromptSpec> {
-        self.generation.prompt()
+        self.settings.prompt()
     }
 
     pub fn load(&self) -> Result<Generator> {
-        self.generation.load(&self.llm)
+        self.settings.load(&self.llm)
     }
 }
 

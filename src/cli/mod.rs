@@ -7,6 +7,7 @@ mod eval;
 mod eval_sts;
 mod flags;
 mod index;
+mod present;
 mod search;
 mod serve;
 mod train;

@@ -11,7 +11,7 @@ use rag::generate::DEFAULT_LLM;
 use rag::index;
 use rag::serve;
 
-use super::flags::{ContextArgs, GenerationArgs, IndexArgs, PrecisionArg, StrategyArgs};
+use super::flags::{ContextArgs, GeneratorSettingsArgs, IndexArgs, PrecisionArg, StrategyArgs};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -35,7 +35,7 @@ pub struct ServeArgs {
     pub no_llm: bool,
     /// How /ask generates.
     #[command(flatten)]
-    pub generation: GenerationArgs,
+    pub settings: GeneratorSettingsArgs,
     /// How /ask retrieves when a request does not say (default: the best measured).
     #[command(flatten)]
     pub strategy: StrategyArgs,
@@ -149,14 +149,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
         index: args.index,
         model: args.model,
     };
-    let (generation, strategy) = (args.generation, args.strategy);
+    let (settings, strategy) = (args.settings, args.strategy);
     let load = move || {
         let retriever = Arc::new(serve::LiveIndex::new(strategy.open(&index)?)?);
         let answerer = match llm {
             Some(path) => Some(Arc::new(serve::RagAnswerer {
                 retriever: Arc::clone(&retriever),
-                generator: generation.load(&path)?,
-                spec: generation.prompt()?,
+                generator: settings.load(&path)?,
+                spec: settings.prompt()?,
             }) as Arc<dyn serve::Answerer>),
             None => None,
         };

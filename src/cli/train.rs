@@ -213,7 +213,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
     let data_dir = args.data_dir.data_dir.clone();
     let summary = train::train(&args.try_into()?)?;
     if summary.finished && !no_eval {
-        sts::append_to_model_card(&summary.out_dir, &data_dir)?;
+        sts::evaluate_for_model_card(&summary.out_dir, &data_dir)?;
     }
     if json {
         return print_json(&summary);

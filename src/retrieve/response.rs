@@ -1,7 +1,7 @@
 //! What a search answers: the ranked paragraphs, the depth and size they were ranked at, and the
 //! time it took.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Mode;
 use crate::corpus::Paragraph;
@@ -14,7 +14,7 @@ pub struct Scored {
     pub hop: u8,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hit {
     pub rank: usize,
     pub id: u64,

@@ -25,7 +25,7 @@ use crate::progress::ProgressMode;
 use data::DataSource;
 use loss::{Method, Objective};
 
-pub use output::append_to_model_card;
+pub use output::append_card_section;
 pub use trainer::train;
 
 pub struct TrainOptions {

@@ -228,7 +228,7 @@ pub(super) fn model_card(record: &RunRecord, summary: &TrainSummary) -> String {
 }
 
 /// Appends an evaluation section (markdown) to a trained model's card.
-pub fn append_to_model_card(model_dir: &Path, section: &str) -> Result<()> {
+pub fn append_card_section(model_dir: &Path, section: &str) -> Result<()> {
     let path = model_dir.join("README.md");
     let mut card =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::hits::Rankings;
 use super::record::{read_predictions, Cell, Prediction, PredictionTimings, RunConfig};
 use super::record::{CONFIG_FILE, PREDICTIONS_FILE};
 use super::report::{self, Summary};
 use super::scores::{self as metrics, RetrievalScores, RECALL_KS};
+use super::shard_hits::Rankings;
 use crate::ask::{AskSettings, Pipeline};
 use crate::corpus::Question;
 use crate::progress::ms_since;
@@ -360,7 +360,7 @@ fn predict(
         }
         .with_context(|| format!("answering question {}", question.id))?;
         let used: Vec<_> = answer.sources.iter().filter(|s| s.in_prompt).collect();
-        prediction.context_titles = used.iter().map(|s| s.title.clone()).collect();
+        prediction.context_titles = used.iter().map(|s| s.hit.title.clone()).collect();
         let read: Vec<String> = used
             .iter()
             .map(|s| {
@@ -370,7 +370,7 @@ fn predict(
                     .filter(|x| x.in_prompt)
                     .map(|x| x.text.as_str())
                     .collect();
-                format!("{}: {}", s.title, kept.join(" "))
+                format!("{}: {}", s.hit.title, kept.join(" "))
             })
             .collect();
         prediction.answer_in_context = metrics::contains_answer(&read.join("\n"), &question.answer);

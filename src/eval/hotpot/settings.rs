@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::hits::{self, Rankings};
 use super::plan;
+use super::rankings_from;
 use super::record::{Cell, RunConfig};
-use super::recorded;
 use super::run::ranking_depth;
+use super::shard_hits::{self, Rankings};
 use crate::ask::context::SentenceWeights;
 use crate::corpus::{Question, DEFAULT_TEMPLATE};
 use crate::encoder::EncoderOptions;
@@ -159,14 +159,23 @@ pub fn rankings(
 ) -> Result<Option<Rankings>> {
     Ok(match (from_hits, rankings_from, retriever) {
         (Some(dir), _, Some(retriever)) => {
-            hits::check_strategy(config.strategy()?)?;
+            shard_hits::check_strategy(config.strategy()?)?;
             let shards = retriever.index.parts().len();
             let k = ranking_depth(config.top_k);
-            Some(hits::read_merged(dir, shards, questions, &config.cells, k)?)
+            Some(shard_hits::read_merged(
+                dir,
+                shards,
+                questions,
+                &config.cells,
+                k,
+            )?)
         }
-        (_, Some(run), Some(retriever)) => {
-            Some(recorded::read(run, config, questions, &retriever.index)?)
-        }
+        (_, Some(run), Some(retriever)) => Some(rankings_from::read(
+            run,
+            config,
+            questions,
+            &retriever.index,
+        )?),
         _ => None,
     })
 }
@@ -190,9 +199,10 @@ pub fn write_shard(
     top_k: usize,
 ) -> Result<ShardWritten> {
     crate::index::create_dir(hits_dir)?;
-    let path = hits::hits_file(hits_dir, shard);
+    let path = shard_hits::hits_file(hits_dir, shard);
     let depth = ranking_depth(top_k);
-    let rankings = hits::write_shard_hits(retriever, questions, cells, strategy, depth, &path)?;
+    let rankings =
+        shard_hits::write_shard_hits(retriever, questions, cells, strategy, depth, &path)?;
     Ok(ShardWritten {
         rankings,
         depth,

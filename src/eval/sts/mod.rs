@@ -22,7 +22,7 @@ use serde::Serialize;
 
 pub use data::{StsDataset, StsPairs};
 pub use report::StsReport;
-pub use run::{append_to_model_card, default_dims, evaluate, StsOptions};
+pub use run::{default_dims, evaluate, evaluate_for_model_card, StsOptions};
 pub use stats::spearman;
 
 /// How a layer's vectors are cut down to a size.

@@ -251,7 +251,7 @@ fn shallow_averages(
 }
 
 /// STS-B Spearman per layer x size of a freshly trained model, appended to its model card.
-pub fn append_to_model_card(model_dir: &Path, data_dir: &Path) -> Result<()> {
+pub fn evaluate_for_model_card(model_dir: &Path, data_dir: &Path) -> Result<()> {
     let encoder = Encoder::load(model_dir, &EncoderOptions::default())?;
     let report = evaluate(
         &encoder,
@@ -267,7 +267,7 @@ pub fn append_to_model_card(model_dir: &Path, data_dir: &Path) -> Result<()> {
     .context("evaluating the trained model on STS-B (--no-eval skips it)")?;
     report.write(&model_dir.join("eval-sts"))?;
     // The report's own title becomes a section of the card.
-    crate::train::append_to_model_card(model_dir, &format!("#{}", report.markdown()))
+    crate::train::append_card_section(model_dir, &format!("#{}", report.markdown()))
 }
 
 #[cfg(test)]

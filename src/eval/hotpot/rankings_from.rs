@@ -9,9 +9,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use super::hits::Rankings;
 use super::record::{read_predictions, RunConfig, CONFIG_FILE, PREDICTIONS_FILE};
 use super::run::ranking_depth;
+use super::shard_hits::Rankings;
 use crate::corpus::Question;
 use crate::index::Index;
 

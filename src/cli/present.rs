@@ -1,8 +1,9 @@
 //! How `rag ask` shows an answer to a person: the sources (with the hop that found each and
-//! what of it the generator read) and where the time went.
+//! what of it the generator read) and where the time went. The command line's own, so that the
+//! library never prints.
 
-use super::AskResult;
-use crate::terminal::escape;
+use rag::ask::AskResult;
+use rag::terminal::escape;
 
 /// Prints the sources and timings below the answer.
 pub fn print_details(ask: &AskResult, model_load_ms: f64) {
@@ -17,14 +18,14 @@ pub fn print_details(ask: &AskResult, model_load_ms: f64) {
         ask.mode, ask.hops, ask.layers, ask.dim
     );
     for s in &ask.sources {
-        let hop = if s.hop == 2 { ", second hop" } else { "" };
+        let hop = if s.hit.hop == 2 { ", second hop" } else { "" };
         let read = if s.in_prompt {
             ""
         } else {
             "  (not in the prompt)"
         };
-        let title = escape(&s.title);
-        println!("{:>3}. {:.4}  {title}{hop}{read}", s.rank, s.score);
+        let title = escape(&s.hit.title);
+        println!("{:>3}. {:.4}  {title}{hop}{read}", s.hit.rank, s.hit.score);
         if ask.context_tokens > 0 {
             for sentence in s.sentences.iter().filter(|x| x.in_prompt) {
                 println!("       > {}", escape(&sentence.text));
