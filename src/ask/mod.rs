@@ -76,6 +76,9 @@ pub struct Source {
     /// Whether any of it went into the prompt.
     pub in_prompt: bool,
     pub sentences: Vec<SourceSentence>,
+    /// The file and span of a document's passage (see [`crate::corpus::Source`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::corpus::Source>,
 }
 
 /// Where an answer's time went, in milliseconds. `total_ms` runs from the question to the last
@@ -250,6 +253,7 @@ impl<'a> Pipeline<'a> {
                             in_prompt: in_prompt && k,
                         })
                         .collect(),
+                    source: hit.source.clone(),
                 }
             })
             .collect();

@@ -125,6 +125,9 @@ pub struct Hit {
     pub score: f32,
     /// 1 for the question's own search, 2 for a second-hop search.
     pub hop: u8,
+    /// The file and span a document's passage came from (`rag index` on a folder of documents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::corpus::Source>,
 }
 
 impl Hit {
@@ -134,6 +137,7 @@ impl Hit {
             title: self.title.clone(),
             text: self.text.clone(),
             links: Vec::new(),
+            source: self.source.clone(),
         }
     }
 }
@@ -176,6 +180,7 @@ impl SearchResponse {
                     text: p.text.clone(),
                     score: 0.0,
                     hop: 0,
+                    source: p.source.clone(),
                 })
                 .collect(),
             timings: SearchTimings::default(),
@@ -406,6 +411,7 @@ impl Retriever {
                     text: doc.text,
                     score: s.score,
                     hop: s.hop,
+                    source: doc.source,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

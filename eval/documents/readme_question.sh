@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Issue 55, item 1's target: a folder of this repository's own Markdown plus HotpotQA sample
+# paragraphs as one text file each (named by title) indexes with `rag index --corpus FOLDER`,
+# and `rag ask` answers a question about this repository's README from it, citing the file.
+# Writes eval/documents/readme_question.md (the commands, the build summary, the answer and
+# its sources).
+#   [RAG=./rag] [MODEL=data/models/all-MiniLM-L6-v2] [PARAGRAPHS=1000] eval/documents/readme_question.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RAG=${RAG:-./rag}
+MODEL=${MODEL:-data/models/all-MiniLM-L6-v2}
+PARAGRAPHS=${PARAGRAPHS:-1000}
+SAMPLE=${SAMPLE:-../shared/data/hotpotqa/hotpot_dev_distractor_sample.json}
+RESULT=eval/documents/readme_question.md
+QUESTION=${QUESTION:-"How long does the first run of scripts/setup.sh take on 2 cores?"}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+folder="$work/corpus"
+mkdir -p "$folder/repo" "$folder/hotpotqa"
+# The repository's own Markdown, its folders kept (hidden ones and build outputs left out).
+git ls-files '*.md' | while read -r f; do mkdir -p "$folder/repo/$(dirname "$f")"; cp "$f" "$folder/repo/$f"; done
+# The first PARAGRAPHS distinct paragraphs of the sample, one text file each, named by title.
+python3 - "$SAMPLE" "$folder/hotpotqa" "$PARAGRAPHS" <<'PY'
+import json, os, sys
+sample, out, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+seen = set()
+for record in json.load(open(sample)):
+    for title, sentences in record["context"]:
+        if title in seen or len(seen) >= limit:
+            continue
+        seen.add(title)
+        # A file name cannot hold "/", and a leading "." would hide it.
+        name = title.replace("/", "\u2215").lstrip(".") or "untitled"
+        with open(os.path.join(out, name + ".txt"), "w") as f:
+            f.write("".join(sentences).strip() + "\n")
+PY
+index="$work/index"
+build_cmd=("$RAG" index --corpus "$folder" --index "$index" --model "$MODEL" --layers 6 --json)
+start=$(date +%s.%N)
+"${build_cmd[@]}" > "$work/build.json"
+end=$(date +%s.%N)
+ask_cmd=("$RAG" ask "$QUESTION" --index "$index" --model "$MODEL")
+"${ask_cmd[@]}" > "$work/ask.txt" 2> "$work/ask.err" || { cat "$work/ask.err"; exit 1; }
+search_cmd=("$RAG" search "$QUESTION" --index "$index" --model "$MODEL" --k 3 --json)
+"${search_cmd[@]}" > "$work/search.json"
+{
+  echo "# A folder of this repository's Markdown and HotpotQA paragraphs as text files"
+  echo
+  echo "Produced by \`eval/documents/readme_question.sh\` on $(date -u +%Y-%m-%d) ($(nproc) cores,"
+  echo "$(grep -o -w 'avx2\|avx512f\|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')CPU flags; a shared, loaded machine: times are indicative)."
+  echo "The folder: $(git ls-files '*.md' | wc -l) Markdown files of the repository under \`repo/\`, and the"
+  echo "first $PARAGRAPHS distinct paragraphs of \`$(basename "$SAMPLE")\` as one \`.txt\` each under \`hotpotqa/\`."
+  echo
+  echo '```sh'
+  echo "rag index --corpus CORPUS --index INDEX --model $MODEL --layers 6 --json"
+  echo '```'
+  echo
+  echo "Build summary ($(python3 -c "print(round($end - $start, 1))") s wall):"
+  echo
+  echo '```json'
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(json.dumps({k: s[k] for k in ("documents","files","skipped_files","ignored_files","duplicates","encode_seconds","total_seconds")}, indent=2))' "$work/build.json"
+  echo '```'
+  echo
+  echo '```sh'
+  echo "rag ask \"$QUESTION\" --index INDEX --model $MODEL"
+  echo '```'
+  echo
+  echo '```'
+  sed "s#$work/##g" "$work/ask.txt"
+  echo '```'
+  echo
+  echo "The top 3 of \`rag search\` for the same question (dense), with their sources:"
+  echo
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+for h in r["hits"]:
+    s = h.get("source") or {}
+    print(f"- {h[\"rank\"]}. {h[\"title\"]} ({h[\"score\"]:.3f}): `{s.get(\"path\",\"\").replace(sys.argv[2] + \"/\", \"\")}` characters {s.get(\"start\")}-{s.get(\"end\")}")
+' "$work/search.json" "$work"
+} > "$RESULT"
+cat "$RESULT"
