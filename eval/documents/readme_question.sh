@@ -4,17 +4,18 @@
 # and `rag ask` answers a question about this repository's README from it, citing the file.
 # Writes eval/documents/readme_question.md (the commands, the build summary, the answer and
 # its sources).
-#   [RAG=./rag] [MODEL=data/models/all-MiniLM-L6-v2] [PARAGRAPHS=1000] eval/documents/readme_question.sh
+#   [RAG=./rag] [MODEL=data/models/all-MiniLM-L6-v2] [PARAGRAPHS=300] [WORK=dir] eval/documents/readme_question.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
 MODEL=${MODEL:-data/models/all-MiniLM-L6-v2}
-PARAGRAPHS=${PARAGRAPHS:-1000}
+PARAGRAPHS=${PARAGRAPHS:-300}
 SAMPLE=${SAMPLE:-../shared/data/hotpotqa/hotpot_dev_distractor_sample.json}
 RESULT=eval/documents/readme_question.md
 QUESTION=${QUESTION:-"How long does the first run of scripts/setup.sh take on 2 cores?"}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# WORK: a scratch folder (default a fresh one in /tmp, removed at the end).
+if [ -n "${WORK:-}" ]; then work=$WORK; rm -rf "$work"; mkdir -p "$work"; else
+  work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
 folder="$work/corpus"
 mkdir -p "$folder/repo" "$folder/hotpotqa"
 # The repository's own Markdown, its folders kept (hidden ones and build outputs left out).
