@@ -14,12 +14,20 @@ SAMPLE=${SAMPLE:-../shared/data/hotpotqa/hotpot_dev_distractor_sample.json}
 RESULT=eval/documents/readme_question.md
 QUESTION=${QUESTION:-"How long does the first run of scripts/setup.sh take on 2 cores?"}
 # WORK: a scratch folder (default a fresh one in /tmp, removed at the end).
-if [ -n "${WORK:-}" ]; then work=$WORK; rm -rf "$work"; mkdir -p "$work"; else
+# REUSE=1 with WORK writes the result from a finished run's files there, without rebuilding.
+if [ -n "${WORK:-}" ] && [ -n "${REUSE:-}" ]; then work=$WORK
+elif [ -n "${WORK:-}" ]; then work=$WORK; rm -rf "$work"; mkdir -p "$work"; else
   work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
+markdown() { if [ -n "${ALL_MARKDOWN:-}" ]; then git ls-files '*.md'; else git ls-files '*.md' | grep -v '^eval/'; fi; }
 folder="$work/corpus"
+index="$work/index"
+ask_cmd=("$RAG" ask "$QUESTION" --index "$index" --model "$MODEL")
+search_cmd=("$RAG" search "$QUESTION" --index "$index" --model "$MODEL" --k 3 --json)
+if [ -z "${REUSE:-}" ]; then
 mkdir -p "$folder/repo" "$folder/hotpotqa"
-# The repository's own Markdown, its folders kept (hidden ones and build outputs left out).
-git ls-files '*.md' | while read -r f; do mkdir -p "$folder/repo/$(dirname "$f")"; cp "$f" "$folder/repo/$f"; done
+# The repository's own Markdown, its folders kept; eval/'s result pages (200 files, 440 KB)
+# left out by default for time on this loaded machine (ALL_MARKDOWN=1 takes them too).
+markdown | while read -r f; do mkdir -p "$folder/repo/$(dirname "$f")"; cp "$f" "$folder/repo/$f"; done
 # The first PARAGRAPHS distinct paragraphs of the sample, one text file each, named by title.
 python3 - "$SAMPLE" "$folder/hotpotqa" "$PARAGRAPHS" <<'PY'
 import json, os, sys
@@ -35,28 +43,24 @@ for record in json.load(open(sample)):
         with open(os.path.join(out, name + ".txt"), "w") as f:
             f.write("".join(sentences).strip() + "\n")
 PY
-index="$work/index"
 build_cmd=("$RAG" index --corpus "$folder" --index "$index" --model "$MODEL" --layers 6 --json)
-start=$(date +%s.%N)
 "${build_cmd[@]}" > "$work/build.json"
-end=$(date +%s.%N)
-ask_cmd=("$RAG" ask "$QUESTION" --index "$index" --model "$MODEL")
 "${ask_cmd[@]}" > "$work/ask.txt" 2> "$work/ask.err" || { cat "$work/ask.err"; exit 1; }
-search_cmd=("$RAG" search "$QUESTION" --index "$index" --model "$MODEL" --k 3 --json)
 "${search_cmd[@]}" > "$work/search.json"
+fi
 {
   echo "# A folder of this repository's Markdown and HotpotQA paragraphs as text files"
   echo
   echo "Produced by \`eval/documents/readme_question.sh\` on $(date -u +%Y-%m-%d) ($(nproc) cores,"
   echo "$(grep -o -w 'avx2\|avx512f\|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')CPU flags; a shared, loaded machine: times are indicative)."
-  echo "The folder: $(git ls-files '*.md' | wc -l) Markdown files of the repository under \`repo/\`, and the"
+  echo "The folder: $(markdown | wc -l) Markdown files of the repository under \`repo/\` ($(markdown | tr '\n' ' ')), and the"
   echo "first $PARAGRAPHS distinct paragraphs of \`$(basename "$SAMPLE")\` as one \`.txt\` each under \`hotpotqa/\`."
   echo
   echo '```sh'
   echo "rag index --corpus CORPUS --index INDEX --model $MODEL --layers 6 --json"
   echo '```'
   echo
-  echo "Build summary ($(python3 -c "print(round($end - $start, 1))") s wall):"
+  echo "Build summary:"
   echo
   echo '```json'
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(json.dumps({k: s[k] for k in ("documents","files","skipped_files","ignored_files","duplicates","encode_seconds","total_seconds")}, indent=2))' "$work/build.json"
@@ -77,7 +81,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 for h in r["hits"]:
     s = h.get("source") or {}
-    print(f"- {h[\"rank\"]}. {h[\"title\"]} ({h[\"score\"]:.3f}): `{s.get(\"path\",\"\").replace(sys.argv[2] + \"/\", \"\")}` characters {s.get(\"start\")}-{s.get(\"end\")}")
+    path = s.get("path", "").replace(sys.argv[2] + "/", "")
+    print(f"- {h['"'"'rank'"'"']}. {h['"'"'title'"'"']} ({h['"'"'score'"'"']:.3f}): `{path}` characters {s.get('"'"'start'"'"')}-{s.get('"'"'end'"'"')}")
 ' "$work/search.json" "$work"
 } > "$RESULT"
 cat "$RESULT"
