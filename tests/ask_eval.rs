@@ -236,11 +236,13 @@ fn default_generator_answers_from_context_and_trims_it() {
         title: "Zorbland".into(),
         text: "The capital of Zorbland is Quimby, a port city.".into(),
         links: Vec::new(),
+        source: None,
     };
     let filler = Paragraph {
         title: "Filler".into(),
         text: "Nothing of note happened here. ".repeat(40),
         links: Vec::new(),
+        source: None,
     };
     let spec = PromptSpec::from_flags(Some(PromptStyle::Chat), None).unwrap();
     let pipeline = from_paragraphs(&generator, &spec);
@@ -366,6 +368,7 @@ fn zorbland() -> [Paragraph; 3] {
         title: title.into(),
         text: text.into(),
         links: Vec::new(),
+        source: None,
     })
 }
 

@@ -93,6 +93,7 @@ impl Answerer for FakeAnswerer {
                 text: format!("{:?}", settings.strategy.mode),
                 score: 1.0,
                 hop: 1,
+                source: None,
             },
             in_prompt: true,
             sentences: Vec::new(),

@@ -235,6 +235,7 @@ pub fn select(
                 title: s.paragraph.title.clone(),
                 text: String::new(),
                 links: Vec::new(),
+                source: None,
             }])
         })
         .collect();
@@ -319,6 +320,7 @@ fn render(scored: &[ScoredParagraph], kept: &[Vec<bool>]) -> Vec<Paragraph> {
                 .collect::<Vec<_>>()
                 .join(" "),
             links: Vec::new(),
+            source: s.paragraph.source.clone(),
         })
         .collect()
 }
@@ -348,11 +350,13 @@ mod tests {
                 text: "Ed Wood was an American filmmaker. He made cheap films. He died in 1978."
                     .into(),
                 links: Vec::new(),
+                source: None,
             },
             Paragraph {
                 title: "Scott Derrickson".into(),
                 text: "Scott Derrickson is an American director. He directed Sinister.".into(),
                 links: Vec::new(),
+                source: None,
             },
         ]
     }
@@ -464,11 +468,13 @@ mod tests {
             title: "Ed Wood (film)".into(),
             text: "Ed Wood is a 1994 film.".into(),
             links: Vec::new(),
+            source: None,
         });
         paragraphs.push(Paragraph {
             title: "Chris Wood (footballer)".into(),
             text: "Chris Wood is a footballer.".into(),
             links: Vec::new(),
+            source: None,
         });
         let question = "Were Scott Derrickson and Ed Wood of the same nationality?";
         assert_eq!(named_by(question, &paragraphs).unwrap(), vec![0, 1, 2]);

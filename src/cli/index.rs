@@ -15,9 +15,12 @@ use super::print_json;
 
 #[derive(Args, Debug)]
 pub struct IndexArgs {
-    /// HotpotQA files (JSON array or JSONL; plain, .bz2 or .gz) or folders of them (every file
-    /// under one, in path order: the Wikipedia dump once its .tar.bz2 is unpacked); may be
-    /// repeated. Regular files only: a pipe or FIFO is refused. Default: both sample files.
+    /// HotpotQA files (JSON array or JSONL; plain, .bz2 or .gz), documents (.txt, .md, .html,
+    /// .htm: cut into passages of at most --max-length tokens, each titled from its file and
+    /// section and remembering its source) or folders of them (every such file under one, in
+    /// path order, hidden ones left out: the Wikipedia dump once its .tar.bz2 is unpacked, a
+    /// notes folder); may be repeated. Regular files only: a pipe or FIFO is refused. Default:
+    /// both sample files.
     #[arg(long = "corpus")]
     pub corpus: Vec<PathBuf>,
     #[command(flatten)]
@@ -45,7 +48,8 @@ pub struct IndexArgs {
     /// Documents between checkpoints of an interruptible build.
     #[arg(long, default_value_t = DEFAULT_CHUNK_SIZE)]
     pub chunk_size: usize,
-    /// Skip malformed records (counted in the summary) instead of stopping.
+    /// Skip malformed records and bad files (not UTF-8, broken HTML, empty, unreadable; each
+    /// named on stderr, counted in the summary) instead of stopping.
     #[arg(long)]
     pub skip_bad: bool,
     /// Start over instead of resuming an interrupted build.
@@ -135,7 +139,7 @@ pub fn run(args: IndexArgs) -> Result<()> {
         String::new()
     };
     println!(
-        "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}{reduced}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped)",
+        "indexed {} paragraphs{resumed} into {} at layers {:?}, dim {} of {}{reduced}: encoding {:.1} paragraphs/s, {:.1}s in all ({} duplicate titles, {} bad records skipped{})",
         summary.documents,
         summary.index_dir.display(),
         summary.layers,
@@ -145,8 +149,32 @@ pub fn run(args: IndexArgs) -> Result<()> {
         summary.total_seconds,
         summary.duplicates,
         summary.skipped_records,
+        file_counts(&summary),
     );
     Ok(())
+}
+
+/// "; files: 3 markdown, 2 text; 1 bad file skipped; 4 ignored", or nothing for a build that
+/// read one records file as before.
+fn file_counts(summary: &index::build::BuildSummary) -> String {
+    let only_records = summary.files.len() == 1 && summary.files.get("json") == Some(&1);
+    if only_records || summary.files.is_empty() {
+        return String::new();
+    }
+    let kinds: Vec<String> = summary
+        .files
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    let mut out = format!("; files: {}", kinds.join(", "));
+    if summary.skipped_files > 0 {
+        let s = if summary.skipped_files == 1 { "" } else { "s" };
+        out += &format!("; {} bad file{s} skipped", summary.skipped_files);
+    }
+    if summary.ignored_files > 0 {
+        out += &format!("; {} of no kind read, ignored", summary.ignored_files);
+    }
+    out
 }
 
 fn run_merge(args: &IndexArgs) -> Result<()> {

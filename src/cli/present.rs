@@ -26,6 +26,9 @@ pub fn print_details(ask: &AskResult, model_load_ms: f64) {
         };
         let title = escape(&s.hit.title);
         println!("{:>3}. {:.4}  {title}{hop}{read}", s.hit.rank, s.hit.score);
+        if let Some(source) = &s.hit.source {
+            println!("       from {}", escape(&source.to_string()));
+        }
         if ask.context_tokens > 0 {
             for sentence in s.sentences.iter().filter(|x| x.in_prompt) {
                 println!("       > {}", escape(&sentence.text));

@@ -52,6 +52,9 @@ fn print_hits(response: &SearchResponse) {
         let hop = if hit.hop == 2 { "  (second hop)" } else { "" };
         let title = escape(&hit.title);
         println!("{:>2}. {:.4}  {title}{hop}", hit.rank, hit.score);
+        if let Some(source) = &hit.source {
+            println!("    from {}", escape(&source.to_string()));
+        }
         println!("    {}", escape(&snippet(&hit.text, 200)));
     }
     println!(

@@ -4,6 +4,10 @@
 //! stream by, so the corpus is read once per build; what a build is resumed or skipped for is
 //! named by a cheap fingerprint (every file's path, size and modification time) instead.
 //!
+//! A folder is read for every file of a kind [`FileKind`] knows (records, text, Markdown, HTML),
+//! hidden files and folders (names starting with `.`) left out, as a notes folder holds
+//! `.git/` and editor backups; other files (images, PDFs) are counted as ignored.
+//!
 //! Only regular files (and folders of them) are accepted: a FIFO or a pipe (`/dev/stdin` fed by
 //! `|`) would block the open or be consumed by the first read, and cannot be read again to
 //! resume a build, so it is refused with one line. A file redirected to stdin (`< file`) is a
@@ -18,6 +22,8 @@ use std::time::UNIX_EPOCH;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
+use super::FileKind;
+
 /// One `--corpus` argument: a file, or every file under a folder, in path order.
 #[derive(Debug, Clone)]
 pub struct CorpusInput {
@@ -28,27 +34,55 @@ pub struct CorpusInput {
     pub bytes: u64,
     /// sha256 of every file's path (relative to `path`), size and modification time.
     pub fingerprint: String,
+    /// Files under a folder that are of no kind read (neither records nor documents).
+    pub ignored: usize,
 }
 
 impl CorpusInput {
     /// Lists the files of a `--corpus` argument without reading them.
     pub fn inspect(path: &Path) -> Result<Self> {
         let meta = std::fs::metadata(path).with_context(|| format!("corpus {}", path.display()))?;
+        let mut ignored = 0;
         let files = if meta.is_dir() {
             let mut files = Vec::new();
-            for entry in walkdir::WalkDir::new(path)
+            let walk = walkdir::WalkDir::new(path)
                 .follow_links(true)
                 .sort_by_file_name()
-            {
-                let entry = entry.with_context(|| format!("listing corpus {}", path.display()))?;
+                .into_iter()
+                .filter_entry(|e| {
+                    e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.')
+                });
+            for entry in walk {
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    // A link to nothing is a file that cannot be read: named (or skipped) when
+                    // the build comes to it, like any unreadable file.
+                    Err(e) if e.path().is_some() && e.io_error().is_some() && e.depth() > 0 => {
+                        let broken = e.path().expect("checked").to_path_buf();
+                        if FileKind::of(&broken).is_some() {
+                            files.push(broken);
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("listing corpus {}", path.display()))
+                    }
+                };
                 if entry.file_type().is_dir() {
+                    continue;
+                }
+                if FileKind::of(entry.path()).is_none() {
+                    ignored += 1;
                     continue;
                 }
                 check_regular(entry.path(), &entry.metadata()?)?;
                 files.push(entry.into_path());
             }
             if files.is_empty() {
-                bail!("corpus folder {} holds no files", path.display());
+                bail!(
+                    "corpus folder {} holds no files to read (records: .json, .jsonl; documents: .txt, .md, .html, .htm; each also .gz or .bz2)",
+                    path.display()
+                );
             }
             files
         } else {
@@ -58,24 +92,29 @@ impl CorpusInput {
         let mut hasher = Sha256::new();
         let mut bytes = 0;
         for file in &files {
-            let meta =
-                std::fs::metadata(file).with_context(|| format!("corpus {}", file.display()))?;
-            let modified = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
+            // An unreadable file (a broken link) counts as empty here; reading it fails.
+            let (len, modified) = match std::fs::metadata(file) {
+                Ok(meta) => (
+                    meta.len(),
+                    meta.modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                        .map_or(0, |d| d.as_nanos()),
+                ),
+                Err(_) => (0, 0),
+            };
             hasher.update(relative(path, file).as_bytes());
             hasher.update([0]);
-            hasher.update(meta.len().to_le_bytes());
+            hasher.update(len.to_le_bytes());
             hasher.update(modified.to_le_bytes());
-            bytes += meta.len();
+            bytes += len;
         }
         Ok(Self {
             path: path.to_path_buf(),
             files,
             bytes,
             fingerprint: hex::encode(hasher.finalize()),
+            ignored,
         })
     }
 
@@ -86,11 +125,12 @@ impl CorpusInput {
     /// Calls `read(file, decompressed)` for each file in order, counting the raw bytes into
     /// `bytes_read` as they are read; returns the sha256 of the raw bytes: of the file itself,
     /// or for a folder of each file's relative path, a zero byte and its bytes, in order. Each
-    /// file is read to its end, whatever `read` left, so the checksum covers all of it.
+    /// file is read to its end, whatever `read` left, so the checksum covers all of it. A file
+    /// that cannot be opened reaches `read` as `Err(reason)`: it may skip it or stop.
     pub fn read(
         &self,
         bytes_read: &Cell<u64>,
-        mut read: impl FnMut(&Path, &mut dyn Read) -> Result<()>,
+        mut read: impl FnMut(&Path, Result<&mut dyn Read, String>) -> Result<()>,
     ) -> Result<String> {
         let mut hasher = Sha256::new();
         for file in &self.files {
@@ -98,7 +138,13 @@ impl CorpusInput {
                 hasher.update(relative(&self.path, file).as_bytes());
                 hasher.update([0]);
             }
-            let opened = open_regular(file)?;
+            let opened = match open_regular(file) {
+                Ok(opened) => opened,
+                Err(e) => {
+                    read(file, Err(format!("cannot be read ({})", root_cause(&e))))?;
+                    continue;
+                }
+            };
             let mut raw = Hashing {
                 inner: opened,
                 hasher: &mut hasher,
@@ -106,7 +152,7 @@ impl CorpusInput {
             };
             {
                 let mut decoded = decoder(file, &mut raw);
-                read(file, &mut decoded)?;
+                read(file, Ok(&mut decoded))?;
             }
             std::io::copy(&mut raw, &mut std::io::sink())
                 .with_context(|| format!("reading {}", file.display()))?;
@@ -119,6 +165,11 @@ impl CorpusInput {
 /// fingerprints, whose up-to-date check needs it).
 pub fn sha256(input: &CorpusInput) -> Result<String> {
     input.read(&Cell::new(0), |_, _| Ok(()))
+}
+
+/// The innermost cause of `error`, for a one-line reason.
+fn root_cause(error: &anyhow::Error) -> String {
+    error.root_cause().to_string()
 }
 
 /// A single file, decompressed by its extension: how question files are read.
@@ -223,7 +274,7 @@ mod tests {
             let mut seen = String::new();
             let sha = input
                 .read(&counted, |_, r| {
-                    r.read_to_string(&mut seen)?;
+                    r.unwrap().read_to_string(&mut seen)?;
                     Ok(())
                 })
                 .unwrap();

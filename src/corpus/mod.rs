@@ -1,16 +1,26 @@
 //! HotpotQA ingestion: records in the original JSON format (one JSON array) or as JSONL, read
 //! as a stream so that a corpus far larger than memory (the full 5.2M-paragraph Wikipedia dump)
 //! goes through in bounded memory; files plain or compressed, alone or in folders ([`input`]).
+//! Folders may also hold documents (plain text, Markdown, HTML: [`document`]), cut into
+//! passages that fit the encoder ([`chunk`]), each remembering its [`Source`].
 
+pub mod chunk;
+pub mod document;
+mod html;
 pub mod input;
+pub mod kind;
 pub mod links;
+mod markdown;
 mod stream;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use chunk::Chunker;
+pub use document::Source;
 pub use input::CorpusInput;
+pub use kind::FileKind;
 pub use stream::{for_each_record, ParagraphStream, StreamStats};
 
 /// The default text that gets encoded for a paragraph.
@@ -25,6 +35,10 @@ pub struct Paragraph {
     /// dump's `text_with_links`; see [`links`]); stored only when there are some.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<String>,
+    /// The file and span a passage of a document came from (absent for records, and in
+    /// indexes from before documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
 }
 
 impl Paragraph {
@@ -37,6 +51,7 @@ impl Paragraph {
             title: decode_entities(self.title),
             text: decode_entities(self.text),
             links: self.links,
+            source: self.source,
         }
     }
 
@@ -144,6 +159,7 @@ impl Record {
                     title: title.clone(),
                     text: sentences.concat(),
                     links: Vec::new(),
+                    source: None,
                 })
                 .collect());
         }
@@ -155,6 +171,7 @@ impl Record {
                     .text_with_links
                     .as_ref()
                     .map_or_else(Vec::new, |t| links::targets(t.parts())),
+                source: None,
             }]),
             _ => Err("has neither `context` nor `title` and `text`".into()),
         }
@@ -349,6 +366,7 @@ mod tests {
             title: "Vernon Crawford &quot;Jack&quot; Cooke".into(),
             text: "Tom &amp; Jerry".into(),
             links: Vec::new(),
+            source: None,
         }
         .decoded();
         assert_eq!(p.title, "Vernon Crawford \"Jack\" Cooke");

@@ -1,7 +1,7 @@
 //! Streaming record readers and the deduplicated paragraph stream built on them.
 
 use std::cell::Cell;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
 
-use super::{CorpusInput, Paragraph, Record};
+use super::{document, Chunker, CorpusInput, FileKind, Paragraph, Record};
 
 /// Calls `f(record_number, record)` for every record of a HotpotQA file (plain, `.bz2` or
 /// `.gz`), in file order, holding one record in memory at a time. A record that is valid JSON but
@@ -172,6 +172,12 @@ pub struct StreamStats {
     pub paragraphs: usize,
     pub duplicates: usize,
     pub skipped_records: usize,
+    /// Files read, by kind ("json", "text", "markdown", "html"), bad ones included.
+    pub files: BTreeMap<String, usize>,
+    /// Bad files skipped whole (`--skip-bad`), each named on stderr.
+    pub skipped_files: usize,
+    /// Files in corpus folders of no kind that is read.
+    pub ignored_files: usize,
 }
 
 enum Message {
@@ -199,67 +205,50 @@ pub struct ParagraphStream {
 const QUEUE_DEPTH: usize = 4096;
 
 impl ParagraphStream {
-    /// The paragraphs of `files` (each a file or a folder, see [`CorpusInput`]).
+    /// The paragraphs of `files` (each a file or a folder, see [`CorpusInput`]). Without a
+    /// [`Chunker`] (the encoder's tokenizer), document files cannot be cut and are refused.
     pub fn open(files: &[PathBuf], skip_bad: bool) -> Self {
         let files = files.to_vec();
-        Self::spawn(skip_bad, move || {
+        Self::spawn(skip_bad, None, move || {
             files.iter().map(|p| CorpusInput::inspect(p)).collect()
         })
     }
 
     /// The paragraphs of `inputs`, each input's sha256 computed as it is read
-    /// ([`ParagraphStream::digests`]).
-    pub fn from_inputs(inputs: Vec<CorpusInput>, skip_bad: bool) -> Self {
-        Self::spawn(skip_bad, move || Ok(inputs))
+    /// ([`ParagraphStream::digests`]); documents cut into passages by `chunker`.
+    pub fn from_inputs(inputs: Vec<CorpusInput>, skip_bad: bool, chunker: Option<Chunker>) -> Self {
+        Self::spawn(skip_bad, chunker, move || Ok(inputs))
     }
 
     fn spawn(
         skip_bad: bool,
+        chunker: Option<Chunker>,
         inputs: impl FnOnce() -> Result<Vec<CorpusInput>> + Send + 'static,
     ) -> Self {
         let (sender, receiver) = sync_channel(QUEUE_DEPTH);
         std::thread::spawn(move || {
             let counter = Cell::new(0);
-            let mut stats = StreamStats::default();
-            let mut seen: HashSet<u128> = HashSet::new();
-            let mut digests = Vec::new();
-            let mut each_record = |path: &Path, reader: &mut dyn Read| {
-                read_records(path, reader, &mut |number, record| {
-                    stats.records += 1;
-                    let record = match record {
-                        Ok(r) => r,
-                        Err(_) if skip_bad => {
-                            stats.skipped_records += 1;
-                            return Ok(());
-                        }
-                        Err(reason) => bail!(
-                            "{}: record {number}: {reason} (use --skip-bad to skip such records)",
-                            path.display()
-                        ),
-                    };
-                    for paragraph in record.paragraphs().expect("validated by parse_record") {
-                        if !seen.insert(title_key(&paragraph.title)) {
-                            stats.duplicates += 1;
-                            continue;
-                        }
-                        stats.paragraphs += 1;
-                        sender
-                            .send(Message::Paragraph(paragraph, counter.get()))
-                            .map_err(|_| anyhow!("paragraph consumer went away"))?;
-                    }
-                    Ok(())
-                })
+            let mut reader = Reader {
+                skip_bad,
+                chunker,
+                stats: StreamStats::default(),
+                seen: HashSet::new(),
+                sender,
+                counter: &counter,
             };
+            let mut digests = Vec::new();
             let result = inputs().and_then(|inputs| {
                 inputs.iter().try_for_each(|input| {
-                    digests.push(input.read(&counter, &mut each_record)?);
+                    reader.stats.ignored_files += input.ignored;
+                    digests.push(input.read(&counter, |path, bytes| reader.file(path, bytes))?);
                     Ok(())
                 })
             });
-            let _ = sender.send(match result {
-                Ok(()) => Message::Done(stats, counter.get(), digests),
+            let message = match result {
+                Ok(()) => Message::Done(std::mem::take(&mut reader.stats), counter.get(), digests),
                 Err(e) => Message::Failed(e),
-            });
+            };
+            let _ = reader.sender.send(message);
         });
         Self {
             receiver,
@@ -318,6 +307,137 @@ impl Iterator for ParagraphStream {
             }
         }
     }
+}
+
+/// The reading thread's state: what has been seen, and where paragraphs go.
+struct Reader<'a> {
+    skip_bad: bool,
+    chunker: Option<Chunker>,
+    stats: StreamStats,
+    /// A 128-bit hash of every title given out.
+    seen: HashSet<u128>,
+    sender: std::sync::mpsc::SyncSender<Message>,
+    counter: &'a Cell<u64>,
+}
+
+impl Reader<'_> {
+    /// One corpus file: its records, or its passages.
+    fn file(&mut self, path: &Path, bytes: Result<&mut dyn Read, String>) -> Result<()> {
+        let kind = FileKind::of_named(path);
+        *self.stats.files.entry(kind.name().to_string()).or_default() += 1;
+        let outcome = match bytes {
+            Err(reason) => Err(reason),
+            Ok(reader) if kind.is_document() => self.document(path, kind, reader)?,
+            Ok(reader) => self.records(path, reader)?,
+        };
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(reason) if self.skip_bad => {
+                self.stats.skipped_files += 1;
+                eprintln!("skipped {}: {reason}", path.display());
+                Ok(())
+            }
+            Err(reason) => bail!(
+                "{}: {reason} (use --skip-bad to skip such files)",
+                path.display()
+            ),
+        }
+    }
+
+    /// A file of records; the inner `Err` is why the file is bad as a whole (it holds no
+    /// records, or its JSON breaks off; the paragraphs before the break were given out). A bad
+    /// record stops the read (the outer `Err`) unless bad records are skipped.
+    fn records(&mut self, path: &Path, reader: &mut dyn Read) -> Result<Result<(), String>> {
+        let mut stopped: Option<anyhow::Error> = None;
+        let read = read_records(path, reader, &mut |number, record| {
+            self.stats.records += 1;
+            let record = match record {
+                Ok(r) => r,
+                Err(_) if self.skip_bad => {
+                    self.stats.skipped_records += 1;
+                    return Ok(());
+                }
+                Err(reason) => {
+                    let e = anyhow!(
+                        "{}: record {number}: {reason} (use --skip-bad to skip such records)",
+                        path.display()
+                    );
+                    stopped = Some(anyhow!("{e}"));
+                    return Err(e);
+                }
+            };
+            for paragraph in record.paragraphs().expect("validated by parse_record") {
+                if !self.seen.insert(title_key(&paragraph.title)) {
+                    self.stats.duplicates += 1;
+                    continue;
+                }
+                if let Err(e) = self.give(paragraph) {
+                    stopped = Some(anyhow!("{e}"));
+                    return Err(e);
+                }
+            }
+            Ok(())
+        });
+        match (read, stopped) {
+            (Ok(()), _) => Ok(Ok(())),
+            // Not the file's fault: a bad record without --skip-bad, or the consumer gone.
+            (Err(_), Some(e)) => Err(e),
+            (Err(e), None) => Ok(Err(without_path(path, &format!("{e:#}")))),
+        }
+    }
+
+    /// A document file, read whole, cut into passages; titles already taken get the file's
+    /// path, then a number, so that every passage is found under a title of its own.
+    fn document(
+        &mut self,
+        path: &Path,
+        kind: FileKind,
+        reader: &mut dyn Read,
+    ) -> Result<Result<(), String>> {
+        let Some(chunker) = &self.chunker else {
+            bail!(
+                "{}: a {} document; only `rag index` cuts documents into passages",
+                path.display(),
+                kind.name()
+            );
+        };
+        let mut bytes = Vec::new();
+        if let Err(e) = reader.read_to_end(&mut bytes) {
+            return Ok(Err(format!("cannot be read ({e})")));
+        }
+        let passages = match document::passages(path, kind, &bytes, chunker) {
+            Ok(passages) => passages,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        for mut passage in passages {
+            if self.seen.contains(&title_key(&passage.title)) {
+                let with_path = format!("{} ({})", passage.title, path.display());
+                let mut title = with_path.clone();
+                let mut n = 2;
+                while self.seen.contains(&title_key(&title)) {
+                    title = format!("{with_path} #{n}");
+                    n += 1;
+                }
+                passage.title = title;
+            }
+            self.seen.insert(title_key(&passage.title));
+            self.give(passage)?;
+        }
+        Ok(Ok(()))
+    }
+
+    fn give(&mut self, paragraph: Paragraph) -> Result<()> {
+        self.stats.paragraphs += 1;
+        self.sender
+            .send(Message::Paragraph(paragraph, self.counter.get()))
+            .map_err(|_| anyhow!("paragraph consumer went away"))
+    }
+}
+
+/// `message` without a leading `path: `, which the caller puts back once.
+fn without_path(path: &Path, message: &str) -> String {
+    let prefix = format!("{}: ", path.display());
+    message.strip_prefix(&prefix).unwrap_or(message).to_string()
 }
 
 /// Two independent 64-bit hashes: collisions among millions of titles stay out of reach.
@@ -463,11 +583,18 @@ mod tests {
             "broken.json",
             r#"[{"context":[["A",["a."]]]}, {"context": [["B""#,
         );
-        let (items, _) = collect(&[broken], true);
+        let (items, _) = collect(std::slice::from_ref(&broken), false);
         let msg = items.unwrap_err().to_string();
-        assert!(msg.contains("record 2: invalid JSON"), "{msg}");
+        assert!(
+            msg.contains("broken.json: record 2: invalid JSON") && msg.contains("--skip-bad"),
+            "{msg}"
+        );
+        // With --skip-bad the rest of the file is skipped, what came before it kept.
+        let (items, stats) = collect(&[broken], true);
+        assert_eq!(items.unwrap().len(), 1);
+        assert_eq!(stats.unwrap().skipped_files, 1);
 
-        let not_json = write(&dir, "x.txt", "hello");
+        let not_json = write(&dir, "x.dat", "hello");
         assert!(collect(&[not_json], false)
             .0
             .unwrap_err()

@@ -220,6 +220,7 @@ mod tests {
                 title: format!("T{i}"),
                 text: format!("text {i} has {{question}} in it."),
                 links: Vec::new(),
+                source: None,
             })
             .collect()
     }

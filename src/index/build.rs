@@ -30,7 +30,7 @@ use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
 use super::sharded::{self, ShardSpec};
 use super::{bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, Part, Pca, PcaSpec};
-use crate::corpus::{self, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
+use crate::corpus::{self, Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
 use crate::progress::{Progress, ProgressMode};
@@ -86,6 +86,12 @@ pub struct BuildSummary {
     pub total_seconds: f64,
     pub duplicates: usize,
     pub skipped_records: usize,
+    /// Corpus files read, by kind (json, text, markdown, html).
+    pub files: BTreeMap<String, usize>,
+    /// Bad files skipped whole (`--skip-bad`).
+    pub skipped_files: usize,
+    /// Files in corpus folders of no kind that is read.
+    pub ignored_files: usize,
     /// The index already held exactly this build; nothing was done.
     pub up_to_date: bool,
 }
@@ -221,6 +227,9 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
                 total_seconds: started.elapsed().as_secs_f64(),
                 duplicates: manifest.stats.duplicates,
                 skipped_records: manifest.stats.skipped_records,
+                files: manifest.stats.files.clone(),
+                skipped_files: manifest.stats.skipped_files,
+                ignored_files: manifest.stats.ignored_files,
                 up_to_date: true,
             });
         }
@@ -316,6 +325,9 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         total_seconds: started.elapsed().as_secs_f64(),
         duplicates: counts.duplicates,
         skipped_records: counts.skipped_records,
+        files: counts.files.clone(),
+        skipped_files: counts.skipped_files,
+        ignored_files: counts.ignored_files,
         up_to_date: false,
     })
 }
@@ -434,7 +446,15 @@ fn encode_corpus(
     };
 
     let mut stream = Owned {
-        stream: ParagraphStream::from_inputs(inputs.to_vec(), options.skip_bad),
+        stream: ParagraphStream::from_inputs(
+            inputs.to_vec(),
+            options.skip_bad,
+            Some(Chunker::new(
+                encoder.tokenizer(),
+                encoder.max_length,
+                &checkpoint.plan.template,
+            )?),
+        ),
         shard: options.shard,
         position: 0,
     };

@@ -180,6 +180,7 @@ mod tests {
             title: t.into(),
             text: format!("text of {t} \u{e9}"),
             links: Vec::new(),
+            source: None,
         }
     }
 

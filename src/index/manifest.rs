@@ -169,6 +169,18 @@ pub struct CorpusCounts {
     pub records: usize,
     pub duplicates: usize,
     pub skipped_records: usize,
+    /// Files read by kind, bad files skipped and files of no kind read (absent before
+    /// document folders).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, usize>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_files: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ignored_files: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl From<&StreamStats> for CorpusCounts {
@@ -177,6 +189,9 @@ impl From<&StreamStats> for CorpusCounts {
             records: s.records,
             duplicates: s.duplicates,
             skipped_records: s.skipped_records,
+            files: s.files.clone(),
+            skipped_files: s.skipped_files,
+            ignored_files: s.ignored_files,
         }
     }
 }

@@ -194,6 +194,7 @@ mod tests {
             title: "Ed Wood".into(),
             text: "Edward Davis Wood Jr. was an American filmmaker.".into(),
             links: Vec::new(),
+            source: None,
         };
         assert_eq!(
             query("Same nationality?", &p),

@@ -177,6 +177,7 @@ impl Retriever {
                     text: doc.text,
                     score: s.score,
                     hop: s.hop,
+                    source: doc.source,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

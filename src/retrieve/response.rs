@@ -23,6 +23,9 @@ pub struct Hit {
     pub score: f32,
     /// 1 for the question's own search, 2 for a second-hop search.
     pub hop: u8,
+    /// The file and span a document's passage came from (`rag index` on a folder of documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::corpus::Source>,
 }
 
 impl Hit {
@@ -32,6 +35,7 @@ impl Hit {
             title: self.title.clone(),
             text: self.text.clone(),
             links: Vec::new(),
+            source: self.source.clone(),
         }
     }
 }
@@ -74,6 +78,7 @@ impl SearchResponse {
                     text: p.text.clone(),
                     score: 0.0,
                     hop: 0,
+                    source: p.source.clone(),
                 })
                 .collect(),
             timings: SearchTimings::default(),

@@ -266,6 +266,7 @@ pub(super) mod tests {
                     title: title.to_string(),
                     text: text.to_string(),
                     links: Vec::new(),
+                    source: None,
                 },
             ))
         });

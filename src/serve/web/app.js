@@ -251,7 +251,8 @@ function renderSources(hits, note, meta) {
       h('span', { class: 'rank' }, `#${hit.rank}`),
       h('span', { class: 'title' }, hit.title),
       h('span', { class: 'meta' }, `score ${Number(hit.score).toFixed(3)}`),
-      hit.hop > 1 ? h('span', { class: 'meta' }, `hop ${hit.hop}`) : null),
+      hit.hop > 1 ? h('span', { class: 'meta' }, `hop ${hit.hop}`) : null,
+      hit.source ? h('span', { class: 'meta source' }, `${hit.source.path}:${hit.source.start}-${hit.source.end}`) : null),
     paragraph(hit))));
 }
 
