@@ -129,6 +129,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             layers: None,
             dim: None,
             reduce: None,
+            ann: Default::default(),
             template: DEFAULT_TEMPLATE.to_string(),
             chunk_size: DEFAULT_CHUNK_SIZE,
             skip_bad: false,

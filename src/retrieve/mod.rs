@@ -217,6 +217,10 @@ pub struct Tuning {
     /// what the parser changed there is measured in eval/answers/bm25_plain_text.md.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bm25_syntax: bool,
+    /// Candidates an HNSW index visits per dense search (`--ef-search`; `None`: the index's
+    /// default). Unused by a flat index, which is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ef_search: Option<usize>,
 }
 
 impl Default for Tuning {
@@ -227,6 +231,7 @@ impl Default for Tuning {
             hop_weight: 0.3,
             link_weight: 0.15,
             bm25_syntax: false,
+            ef_search: None,
         }
     }
 }
@@ -250,6 +255,9 @@ impl Tuning {
                 "the link weight must be 0 or more (got {})",
                 self.link_weight
             );
+        }
+        if self.ef_search == Some(0) {
+            bail!("--ef-search must be at least 1");
         }
         Ok(self)
     }
@@ -435,6 +443,29 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<Scored>>> {
+        let ef_search = self.tuning.ef_search;
+        self.rank_with_ef(
+            ef_search, queries, encoded, strategy, layers, dim, k, timings,
+        )
+    }
+
+    /// [`rank`](Self::rank) with an HNSW index visiting `ef_search` candidates per dense search
+    /// instead of the tuning's (a server's request may name its own).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rank_with_ef(
+        &self,
+        ef_search: Option<usize>,
+        queries: &[&str],
+        encoded: Option<&Matrix>,
+        strategy: Strategy,
+        layers: usize,
+        dim: usize,
+        k: usize,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Vec<Scored>>> {
+        if ef_search == Some(0) {
+            bail!("ef_search must be at least 1");
+        }
         if k == 0 {
             bail!("k must be at least 1");
         }
@@ -445,11 +476,29 @@ impl Retriever {
                 .collect::<Vec<_>>()
         };
         if strategy.hops < 2 {
-            let first = self.rank_once(queries, encoded, strategy.mode, layers, dim, k, timings)?;
+            let first = self.rank_once(
+                ef_search,
+                queries,
+                encoded,
+                strategy.mode,
+                layers,
+                dim,
+                k,
+                timings,
+            )?;
             return Ok(first.into_iter().map(scored).collect());
         }
         let depth = k.max(CANDIDATES);
-        let first = self.rank_once(queries, encoded, strategy.mode, layers, dim, depth, timings)?;
+        let first = self.rank_once(
+            ef_search,
+            queries,
+            encoded,
+            strategy.mode,
+            layers,
+            dim,
+            depth,
+            timings,
+        )?;
         let started = Instant::now();
         let links = (self.tuning.link_weight > 0.0)
             .then(|| self.links())
@@ -472,6 +521,7 @@ impl Retriever {
             Vec::new()
         } else {
             self.rank_once(
+                ef_search,
                 &texts,
                 None,
                 strategy.mode,
@@ -502,6 +552,7 @@ impl Retriever {
     #[allow(clippy::too_many_arguments)]
     fn rank_once(
         &self,
+        ef_search: Option<usize>,
         queries: &[&str],
         encoded: Option<&Matrix>,
         mode: Mode,
@@ -514,10 +565,10 @@ impl Retriever {
             return self.bm25(queries, k, timings);
         }
         if mode == Mode::Dense {
-            return self.dense(queries, encoded, layers, dim, k, timings);
+            return self.dense(ef_search, queries, encoded, layers, dim, k, timings);
         }
         let depth = (k * 4).max(CANDIDATES);
-        let dense = self.dense(queries, encoded, layers, dim, depth, timings)?;
+        let dense = self.dense(ef_search, queries, encoded, layers, dim, depth, timings)?;
         let lexical = self.bm25(queries, depth, timings)?;
         Ok(dense
             .into_iter()
@@ -533,8 +584,10 @@ impl Retriever {
             .collect())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn dense(
         &self,
+        ef_search: Option<usize>,
         queries: &[&str],
         encoded: Option<&Matrix>,
         layers: usize,
@@ -561,7 +614,9 @@ impl Retriever {
         let started = Instant::now();
         // faiss's exact-distance order, which a sharded index's merge reproduces; near-ties are
         // settled where lists meet (fusion, hops, sentence choice).
-        let hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
+        let hits = self
+            .index
+            .search_dense(layers, dim, &vectors.data, k, ef_search)?;
         timings.search_ms += ms_since(started);
         Ok(hits)
     }
