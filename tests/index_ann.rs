@@ -13,7 +13,7 @@ use rag::encoder::Precision;
 use rag::index::{self, integrity, Index};
 use rag::retrieve::{Retriever, SearchRequest, Strategy};
 
-use common::{refused, succeed};
+use common::succeed;
 
 const GRAPH: &str = "dense/L3-d16.hnsw.faiss";
 
@@ -111,14 +111,19 @@ fn an_hnsw_index_ranks_like_flat_is_verified_with_its_recall_and_merges_across_s
         "--json",
     ]);
     assert!(out.contains("\"hits\""), "{out}");
-    refused(&[
-        "search",
-        "topic 42",
-        "--index",
-        hnsw.to_str().unwrap(),
-        "--ef-search",
-        "0",
-    ]);
+    let zero = std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
+        .args([
+            "search",
+            "topic 42",
+            "--index",
+            hnsw.to_str().unwrap(),
+            "--ef-search",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!zero.status.success());
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("--ef-search"));
 }
 
 /// The graph is refused when damaged, as every other file: a changed header when the index
