@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 53 items 2 and 3 on the 19k sample, depth 1 (for build time):
-#   eval/scale/open_hnsw.sh [NEW_RAG] [OLD_RAG]
+# Issue 53 items 2 and 3 on a HotpotQA sample, depth 1 (for build time):
+#   [MODEL=DIR] eval/scale/open_hnsw.sh [NEW_RAG] [OLD_RAG]
 # Builds one index with NEW_RAG (`--ann hnsw`, sealed files), then
 #  - HNSW recall@10 against flat at efSearch 16, 64, 256 (`rag index --verify --ef-search`);
 #  - cold `rag search --mode bm25` wall time (process start, encoder load and weight check,
@@ -12,13 +12,16 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 new=${1:-${CARGO_TARGET_DIR:-target}/release/rag}
 old=${2:-/work/main/rag}
+model=${MODEL:-data/models/all-MiniLM-L6-v2}
+# The distractor sample alone (9.6k paragraphs) by default, for build time on a shared machine.
+corpus=${CORPUS:-../shared/data/hotpotqa/hotpot_dev_distractor_sample.json}
 out=eval/scale/results/open_hnsw
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 index=$work/index
 start=$(date +%s%N)
-nice "$new" index --index "$index" --layers 1 --ann hnsw --json >"$work/build.json"
+nice "$new" index --index "$index" --corpus "$corpus" --model "$model" --layers 1 --ann hnsw --json >"$work/build.json"
 build_s=$(( ($(date +%s%N) - start) / 1000000000 ))
 for ef in 16 64 256; do
   nice "$new" index --verify --index "$index" --ef-search "$ef" --json >"$work/verify-$ef.json"
@@ -59,7 +62,7 @@ result = {
 }
 (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
 r = result
-md = [f"# Open time and HNSW on the 19k sample (depth 1, {r['documents']} documents, {r['stored_dim']} dims)", "",
+md = [f"# Open time and HNSW on the distractor sample (depth 1, {r['documents']} documents, {r['stored_dim']} dims)", "",
       f"Built with `--ann hnsw` (M 32) in {r['build_seconds']} s. {r['machine']}.", "",
       "| efSearch | HNSW recall@10 against flat |", "| ---: | ---: |"]
 md += [f"| {ef} | {rec:.4f} |" for ef, rec in r["hnsw_recall_at_10"].items()]
