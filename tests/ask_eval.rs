@@ -53,6 +53,7 @@ fn build_options(model: &Path, corpus: &Path, index_dir: &Path) -> BuildOptions 
         fresh: false,
         shard: None,
         progress: ProgressMode::Quiet,
+        vectors_from: None,
     }
 }
 

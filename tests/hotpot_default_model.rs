@@ -46,6 +46,7 @@ fn real_model_retrieves_supporting_paragraphs() {
         fresh: false,
         shard: None,
         progress: ProgressMode::Quiet,
+        vectors_from: None,
     })
     .unwrap();
     assert!(summary.documents > 300, "{} paragraphs", summary.documents);

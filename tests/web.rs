@@ -11,6 +11,8 @@
 mod common;
 #[path = "web/http.rs"]
 mod http;
+#[path = "web/page.rs"]
+mod page;
 #[path = "web/server.rs"]
 mod server;
 #[path = "web/webdriver.rs"]
@@ -18,8 +20,9 @@ mod webdriver;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use page::{browser_paths, existing, open_page};
 use rag::index;
 use serde_json::{json, Value};
 use server::{rag, Server};
@@ -37,19 +40,6 @@ fn required() -> bool {
 fn missing(test: &str, what: &str) {
     assert!(!required(), "{test}: {what} (RAG_REQUIRE is set)");
     common::skip(test, what);
-}
-
-fn existing(env: &str, default: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(env).map_or_else(|| PathBuf::from(default), PathBuf::from);
-    path.is_file().then_some(path)
-}
-
-/// chromedriver and chromium (`RAG_CHROMEDRIVER`, `RAG_CHROMIUM` to name others).
-fn browser_paths() -> Option<(PathBuf, PathBuf)> {
-    Some((
-        existing("RAG_CHROMEDRIVER", "/usr/bin/chromedriver")?,
-        existing("RAG_CHROMIUM", "/usr/bin/chromium")?,
-    ))
 }
 
 impl Server {
@@ -195,16 +185,6 @@ fn page_assets_health_and_runs_routes() {
         assert_eq!(reply.status, status, "{path}: {}", reply.text());
         assert!(reply.json()["error"]["message"].is_string(), "{path}");
     }
-}
-
-/// Opens the page and waits until it says the server is ready.
-fn open_page(browser: &Browser, server: &Server) {
-    browser.goto(&server.url("/"));
-    browser.wait_for(
-        "the page to say the server is ready",
-        "return document.getElementById('status-line').textContent.startsWith('Ready')",
-        Duration::from_secs(60),
-    );
 }
 
 /// Where the page test leaves its screenshots (CI can keep them).
@@ -468,126 +448,4 @@ fn page_in_a_headless_browser() {
         &[],
     );
     assert_eq!(drawn, json!([["B."], "A. B.", true, 6]));
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    (!sorted.is_empty()).then(|| {
-        let mid = sorted.len() / 2;
-        if sorted.len() % 2 == 1 {
-            sorted[mid]
-        } else {
-            (sorted[mid - 1] + sorted[mid]) / 2.0
-        }
-    })
-}
-
-/// The page's weight and, in the browser, the time to the first answer token and to the whole
-/// answer on the default models, for the first HotpotQA questions; `eval/web/measure.sh` runs
-/// it (`RAG_WEB_OUT`: where `measure.json` and the screenshots go; `RAG_INDEX`: the index;
-/// `RAG_WEB_QUESTIONS`: how many).
-#[test]
-#[ignore = "a measurement on the default models: eval/web/measure.sh runs it"]
-fn measure_default_models() {
-    let out = PathBuf::from(
-        std::env::var_os("RAG_WEB_OUT").expect("RAG_WEB_OUT names the output folder"),
-    );
-    let index_dir = std::env::var("RAG_INDEX").unwrap_or_else(|_| "index/default".into());
-    let count: usize = std::env::var("RAG_WEB_QUESTIONS")
-        .map_or(6, |n| n.parse().expect("RAG_WEB_QUESTIONS is a number"));
-    let (chromedriver, chromium) =
-        browser_paths().expect("chromium and chromedriver (scripts/common.sh ensure_browser)");
-    let llm = common::default_llm().expect("the default generator (scripts/fetch-models.sh llm)");
-    let data = common::data_dir().expect("the HotpotQA data");
-    let questions = rag::corpus::read_questions(
-        &data.join("hotpotqa/hotpot_dev_distractor_sample.json"),
-        count,
-    )
-    .unwrap();
-    // The committed sweep, so that the screenshot shows its heatmap.
-    let server = Server::start(&[
-        "--index",
-        &index_dir,
-        "--llm",
-        llm.to_str().unwrap(),
-        "--runs",
-        "eval/retrieval/runs",
-    ]);
-    let health = server.get("/health").json();
-    let assets: Vec<(&str, usize)> = ["/", "/static/app.js", "/static/style.css"]
-        .into_iter()
-        .map(|path| (path, server.get(path).body.len()))
-        .collect();
-
-    // The machine's load while measuring: other work on its cores slows prompt evaluation most.
-    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load_before = load();
-    let browser = Browser::start(&chromedriver, &chromium, 1280, 1000);
-    let load_started = Instant::now();
-    open_page(&browser, &server);
-    let ready_ms = load_started.elapsed().as_secs_f64() * 1000.0;
-    let mut rows = Vec::new();
-    for (i, question) in questions.iter().enumerate() {
-        browser.clear("#question");
-        browser.type_into("#question", &format!("{}{ENTER}", question.question));
-        browser.wait_for(
-            "the depth x size view after the answer",
-            "return document.getElementById('answer').dataset.done === 'true' && \
-             document.querySelector('#tradeoff table')?.dataset.state === 'done'",
-            Duration::from_secs(600),
-        );
-        let seen = browser.eval(
-            "const a = document.getElementById('answer'); \
-             return {answer: a.textContent, first_token_ms: Number(document.getElementById('first-token').dataset.ms), \
-                     answer_ms: Number(a.dataset.ms), server_total_ms: Number(a.dataset.serverMs), \
-                     tokens: Number(a.dataset.tokens), \
-                     tradeoff_cells: document.querySelectorAll('#tradeoff .cell').length, \
-                     tradeoff_ms: Number(document.querySelector('#tradeoff table').dataset.ms)}",
-            &[],
-        );
-        rows.push(json!({"question": question.question, "gold": question.answer, "browser": seen}));
-        // The last question's page: the index's smaller sizes are derived by then, so the
-        // depth x size view shows warm search times.
-        if i + 1 == questions.len() {
-            browser.screenshot(&out.join("page-wide.png"));
-            browser.resize(420, 1000);
-            browser.screenshot(&out.join("page-narrow.png"));
-            browser.resize(1280, 1000);
-        }
-    }
-    let column = |key: &str, skip: usize| -> Vec<f64> {
-        rows.iter()
-            .skip(skip)
-            .filter_map(|r| r["browser"][key].as_f64())
-            .collect()
-    };
-    let result = json!({
-        "what": "rag serve's web page: bytes of its files, and in headless chromium the time from \
-                 pressing Enter to the first answer token and to the whole answer (streamed /ask), \
-                 then the depth x size view (one /search per cell, one at a time)",
-        "encoder": health["models"]["encoder"],
-        "generator": health["models"]["generator"],
-        "index": health["index"],
-        "page_bytes": {
-            "files": assets.iter().map(|(p, n)| json!({"path": p, "bytes": n})).collect::<Vec<_>>(),
-            "total": assets.iter().map(|(_, n)| n).sum::<usize>(),
-        },
-        "page_ready_ms": ready_ms,
-        "loadavg": {"before": load_before.trim(), "after": load().trim()},
-        "questions": rows,
-        "median": {
-            "first_token_ms": median(&column("first_token_ms", 0)),
-            "first_token_ms_after_the_first_question": median(&column("first_token_ms", 1)),
-            "answer_ms": median(&column("answer_ms", 0)),
-            "server_total_ms": median(&column("server_total_ms", 0)),
-            "tradeoff_ms": median(&column("tradeoff_ms", 0)),
-        },
-    });
-    let path = out.join("measure.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&result).unwrap() + "\n").unwrap();
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&result["median"]).unwrap()
-    );
 }

@@ -11,7 +11,7 @@ source scripts/common.sh
 ensure_browser
 ensure_debs "screenshot compression" pngquant
 export RAG_WEB_OUT=eval/web
-cargo test --release --test web -- --ignored --exact measure_default_models --nocapture
+cargo bench --bench web_page
 # A palette of 256 colours keeps them legible at a third of the size.
 for png in eval/web/page-*.png; do
   pngquant --force --skip-if-larger --quality 65-90 --strip --output "$png" "$png" || true

@@ -6,10 +6,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use rag::ask::Pipeline;
-use rag::corpus::DEFAULT_TEMPLATE;
-use rag::eval::hotpot::run::ranking_depth;
-use rag::eval::hotpot::{self, hits, plan, recorded, report, Cell, RunConfig, RunOptions};
-use rag::index::{self, build::DEFAULT_CHUNK_SIZE, BuildOptions};
+use rag::eval::hotpot::settings::{self, Answering, GridAsked, RunAsked};
+use rag::eval::hotpot::{self, plan, report, Cell, RunConfig, RunOptions};
+use rag::index;
 use rag::progress::ProgressMode;
 
 use super::flags::{
@@ -109,110 +108,82 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let (retriever, cells) = if args.oracle {
         (None, vec![Cell::ORACLE])
     } else {
-        let model_dir = plan::model_dir(
-            args.encoder.model.as_deref(),
-            &args.index,
-            Path::new(DEFAULT_MODEL_DIR),
-        );
-        let (layers, dims) = plan::grid(
-            &args.index,
-            &model_dir,
-            args.sweep,
-            args.layers.clone().map(|l| l.0),
-            args.dims.clone().map(|d| d.0),
-        )?;
-        let build = BuildOptions {
-            index_dir: args.index.clone(),
+        let (dir, layers, dims) = settings::grid_index(GridAsked {
+            index_dir: &args.index,
+            model: args.encoder.model.as_deref(),
+            default_model: Path::new(DEFAULT_MODEL_DIR),
             corpus: args.data.hotpot_files(),
-            model_dir,
             encoder: args.encoder.options(),
-            layers: None,
-            dim: None,
-            reduce: None,
-            ann: Default::default(),
-            template: DEFAULT_TEMPLATE.to_string(),
-            chunk_size: DEFAULT_CHUNK_SIZE,
-            skip_bad: false,
-            fresh: false,
-            shard: None,
-            progress: ProgressMode::for_stderr(),
-        };
-        let dir = hotpot::index_with_depths(&build, &layers)?;
+            sweep: args.sweep,
+            layers: args.layers.clone().map(|l| l.0),
+            dims: args.dims.clone().map(|d| d.0),
+        })?;
         let retriever = args.strategy.open(&IndexArgs {
             index: dir,
             model: None,
             precision: args.encoder.precision,
         })?;
-        let cells = plan::cells(&retriever.index.manifest, &layers, dims.as_deref())?;
-        let retriever = match args.shard {
-            Some(shard) => retriever.only_shard(shard)?,
-            None => retriever,
-        };
+        let (retriever, cells) =
+            settings::cells_and_shard(retriever, &layers, dims.as_deref(), args.shard)?;
         (Some(retriever), cells)
     };
     if let (Some(shard), Some(hits_dir), Some(retriever)) = (args.shard, &args.hits_dir, &retriever)
     {
-        rag::index::create_dir(hits_dir)?;
-        let path = hits::hits_file(hits_dir, shard);
-        let k = ranking_depth(args.context.top_k);
-        let lines = hits::write_shard_hits(retriever, &questions, &cells, strategy, k, &path)?;
+        let written = settings::write_shard(
+            retriever,
+            shard,
+            hits_dir,
+            &questions,
+            &cells,
+            strategy,
+            args.context.top_k,
+        )?;
         println!(
-            "shard {shard}: {lines} rankings ({} questions x {} cells, top {k}) -> {}",
+            "shard {shard}: {} rankings ({} questions x {} cells, top {}) -> {}",
+            written.rankings,
             questions.len(),
             cells.len(),
-            path.display()
+            written.depth,
+            written.path.display()
         );
         return Ok(());
     }
-    let config = RunConfig {
-        questions_file: path.clone(),
-        questions: questions.len(),
-        cells: cells.clone(),
-        mode: strategy.mode,
-        hops: strategy.hops,
-        tuning: Some(args.strategy.tuning()),
-        top_k: args.context.top_k,
-        // Retrieval alone reads no context.
-        context_tokens: if spec.is_some() {
-            args.context.context_tokens
-        } else {
-            0
+    let generation = &args.generator.generation;
+    let answering = generator
+        .as_ref()
+        .zip(spec.as_ref())
+        .map(|(generator, spec)| Answering {
+            generator: generator.name.clone(),
+            prompt_style: spec.style.to_string(),
+            max_tokens: generation.max_tokens,
+            yes_no_bias: generation.yes_no_bias,
+            option_bias: generation.option_bias.0,
+            extractive: generation.extractive,
+        });
+    let config = RunConfig::of(
+        RunAsked {
+            questions_file: path.clone(),
+            questions: questions.len(),
+            cells,
+            strategy,
+            tuning: args.strategy.tuning(),
+            top_k: args.context.top_k,
+            context_tokens: args.context.context_tokens,
+            context_only: args.context_only,
+            sentence_weights: args.context.sentence_weights,
+            oracle: args.oracle,
+            answering,
+            rankings_from: args.rankings_from.clone(),
         },
-        context_only: args.context_only,
-        sentence_weights: (spec.is_some() && args.context.context_tokens > 0)
-            .then_some(args.context.sentence_weights),
-        oracle: args.oracle,
-        generator: generator.as_ref().map(|g| g.name.clone()),
-        prompt_style: spec.as_ref().map(|s| s.style.to_string()),
-        max_tokens: spec.as_ref().map(|_| args.generator.generation.max_tokens),
-        yes_no_bias: spec
-            .as_ref()
-            .map(|_| args.generator.generation.yes_no_bias)
-            .filter(|&bias| bias != 0.0),
-        option_bias: spec
-            .as_ref()
-            .and_then(|_| args.generator.generation.option_bias.0),
-        extractive: spec.is_some() && args.generator.generation.extractive,
-        index: retriever.as_ref().map(|r| r.index.dir.clone()),
-        rankings_from: args.rankings_from.clone(),
-        // Recorded rankings are read, not searched: no vectors of this run's.
-        precision: retriever
-            .as_ref()
-            .filter(|_| args.rankings_from.is_none())
-            .and_then(|r| plan::precisions(r, strategy.mode)),
-    };
-    let rankings = match (&args.from_hits, &args.rankings_from, &retriever) {
-        (Some(dir), _, Some(retriever)) => {
-            hits::check_strategy(strategy)?;
-            let shards = retriever.index.parts().len();
-            let k = ranking_depth(args.context.top_k);
-            Some(hits::read_merged(dir, shards, &questions, &cells, k)?)
-        }
-        (_, Some(run), Some(retriever)) => {
-            Some(recorded::read(run, &config, &questions, &retriever.index)?)
-        }
-        _ => None,
-    };
+        retriever.as_ref(),
+    );
+    let rankings = settings::rankings(
+        args.from_hits.as_deref(),
+        args.rankings_from.as_deref(),
+        retriever.as_ref(),
+        &config,
+        &questions,
+    )?;
     let name = args
         .name
         .clone()

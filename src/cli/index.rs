@@ -59,6 +59,11 @@ pub struct IndexArgs {
     /// Start over instead of resuming an interrupted build.
     #[arg(long)]
     pub fresh: bool,
+    /// Take each document's vectors from DIR/layer-<depth>.f32 (rows of the stored width,
+    /// little-endian f32, in corpus order) instead of encoding it: for scale tests that write
+    /// millions of synthetic documents through the real index writer (eval/scale/synthetic.py).
+    #[arg(long, value_name = "DIR")]
+    pub vectors_from: Option<PathBuf>,
     /// Check the index in --index instead of building one: every file against the manifest's
     /// sizes and checksums, every vector (finite, unit length) and every document (every shard
     /// of a sharded index).
@@ -111,6 +116,7 @@ pub fn run(args: IndexArgs) -> Result<()> {
         fresh: args.fresh,
         shard: args.shard,
         progress: ProgressMode::for_stderr(),
+        vectors_from: args.vectors_from.clone(),
     };
     let summary = index::build(&options)?;
     if args.json {

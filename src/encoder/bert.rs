@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gemm::{self, PackedLinear};
 use super::kernels;
+use super::profile::{self, Op};
 use super::Precision;
 use crate::rng::Rng;
 
@@ -163,7 +164,9 @@ impl Norm {
             .inner
             .bias()
             .expect("BERT layer norms are loaded with a bias");
-        kernels::layer_norm(xs, self.inner.weight(), bias, self.eps)
+        profile::time(Op::LayerNorm, || {
+            kernels::layer_norm(xs, self.inner.weight(), bias, self.eps)
+        })
     }
 }
 
@@ -202,10 +205,12 @@ impl BertEmbeddings {
     ) -> Result<Tensor> {
         let (_batch, seq_len) = input_ids.dims2()?;
         let positions = Tensor::arange(0u32, seq_len as u32, input_ids.device())?;
-        let words = self.word_embeddings.forward(input_ids)?;
-        let types = self.token_type_embeddings.forward(token_type_ids)?;
-        let positions = self.position_embeddings.forward(&positions)?;
-        let xs = (words + types)?.broadcast_add(&positions)?;
+        let xs = profile::time(Op::Embeddings, || -> Result<Tensor> {
+            let words = self.word_embeddings.forward(input_ids)?;
+            let types = self.token_type_embeddings.forward(token_type_ids)?;
+            let positions = self.position_embeddings.forward(&positions)?;
+            (words + types)?.broadcast_add(&positions)
+        })?;
         let xs = self.layer_norm.forward(&xs)?;
         self.dropout.forward(&xs, train)
     }
@@ -245,9 +250,10 @@ impl Projection {
 
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Self::Packed(packed) => packed.forward(xs),
+            Self::Packed(packed) => profile::time(Op::Gemm, || packed.forward(xs)),
             Self::Transposed { weight_t, bias } => {
-                kernels::bias_add(&matmul_tokens(xs, weight_t)?, bias)
+                let product = profile::time(Op::Gemm, || matmul_tokens(xs, weight_t))?;
+                profile::time(Op::Bias, || kernels::bias_add(&product, bias))
             }
         }
     }
@@ -255,9 +261,10 @@ impl Projection {
     /// `gelu(xs W^T + b)`.
     fn forward_gelu(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Self::Packed(packed) => packed.forward_gelu(xs),
+            Self::Packed(packed) => profile::time(Op::Gemm, || packed.forward_gelu(xs)),
             Self::Transposed { weight_t, bias } => {
-                kernels::bias_gelu(&matmul_tokens(xs, weight_t)?, bias)
+                let product = profile::time(Op::Gemm, || matmul_tokens(xs, weight_t))?;
+                profile::time(Op::BiasGelu, || kernels::bias_gelu(&product, bias))
             }
         }
     }
@@ -265,8 +272,13 @@ impl Projection {
     /// `xs W^T + b + residual`.
     fn forward_residual(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
         match self {
-            Self::Packed(packed) => packed.forward_residual(xs, residual),
-            Self::Transposed { .. } => self.forward(xs)? + residual,
+            Self::Packed(packed) => {
+                profile::time(Op::Gemm, || packed.forward_residual(xs, residual))
+            }
+            Self::Transposed { .. } => {
+                let projected = self.forward(xs)?;
+                profile::time(Op::Residual, || projected + residual)
+            }
         }
     }
 }
@@ -361,7 +373,9 @@ impl BertLayer {
         lengths: &Tensor,
     ) -> Result<Tensor> {
         let qkv = weights.qkv.forward(xs)?;
-        let context = kernels::attention(&qkv, starts, lengths, self.num_heads, self.head_dim)?;
+        let context = profile::time(Op::Attention, || {
+            kernels::attention(&qkv, starts, lengths, self.num_heads, self.head_dim)
+        })?;
         let attended = weights.attention_output.forward_residual(&context, xs)?;
         let xs = self.attention_norm.forward(&attended)?;
         let inner = weights.intermediate.forward_gelu(&xs)?;
@@ -600,9 +614,10 @@ impl BertModel {
         let real_rows = Tensor::new(real_rows, device)?;
         let starts_t = Tensor::new(starts.as_slice(), device)?;
         let lengths_t = Tensor::new(lengths.as_slice(), device)?;
-        let mut packed = xs
-            .reshape((batch * seq, hidden))?
-            .index_select(&real_rows, 0)?;
+        let mut packed = profile::time(Op::Padding, || {
+            xs.reshape((batch * seq, hidden))?
+                .index_select(&real_rows, 0)
+        })?;
         let mut states = Vec::with_capacity(layers.len());
         for (layer, weights) in layers.iter().zip(weights) {
             packed = layer.forward_packed(weights, &packed, &starts_t, &lengths_t)?;

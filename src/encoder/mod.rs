@@ -7,6 +7,7 @@ mod gemm;
 mod head;
 mod kernels;
 pub mod pooling;
+pub mod profile;
 pub mod tiny;
 
 use std::path::{Path, PathBuf};
@@ -236,7 +237,9 @@ impl Encoder {
     /// Token ids of each text (with special tokens, truncated to `max_length`), tokenised in
     /// parallel; only the head of a long text is read ([`head`]).
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
-        head::tokenize_heads(&self.tokenizer, texts, self.max_length)
+        profile::time(profile::Op::Tokenise, || {
+            head::tokenize_heads(&self.tokenizer, texts, self.max_length)
+        })
     }
 
     pub fn check_depths(&self, depths: &[usize]) -> Result<usize> {
@@ -304,10 +307,12 @@ impl Encoder {
         depths: &[usize],
         deepest: usize,
     ) -> Result<Vec<Vec<f32>>> {
-        let inputs = BatchInputs::new(
-            batch.iter().map(|&i| ids[i].as_slice()),
-            self.model.device(),
-        )?;
+        let inputs = profile::time(profile::Op::Padding, || {
+            BatchInputs::new(
+                batch.iter().map(|&i| ids[i].as_slice()),
+                self.model.device(),
+            )
+        })?;
         let (tokens, types, mask) = (
             &inputs.input_ids,
             &inputs.token_type_ids,
@@ -317,8 +322,13 @@ impl Encoder {
             Some(packed) => depths
                 .iter()
                 .map(|&d| {
-                    self.pooling
-                        .pool_packed(&packed.layers[d - 1], &packed.starts, &packed.lengths)
+                    profile::time(profile::Op::Pooling, || {
+                        self.pooling.pool_packed(
+                            &packed.layers[d - 1],
+                            &packed.starts,
+                            &packed.lengths,
+                        )
+                    })
                 })
                 .collect::<candle_core::Result<_>>()?,
             None => {

@@ -6,6 +6,26 @@
 //! answer: the first option only if it beats the second by more than a bias, and the answer is
 //! then that option as the question wrote it.
 
+use anyhow::{anyhow, Result};
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::token::LlamaToken;
+use serde::{Deserialize, Serialize};
+
+use super::cache::Cached;
+
+/// An answer decided between a question's two options (this module).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptionChoice {
+    pub options: [String; 2],
+    /// The first option's log-probability minus the second's, each as the answer's opening.
+    pub margin: f32,
+    /// The greedy answer, the option it named and the one answered (0: first, 1: second).
+    pub greedy_answer: String,
+    pub greedy: usize,
+    pub chosen: usize,
+}
+
 /// The two options of a question ending "..., A or B?", leading articles and enclosing quotes
 /// dropped (the model writes "Leonberger" for "the Leonberger", and titles without their
 /// quotes; exact match ignores both either way). None
@@ -79,6 +99,50 @@ fn words(text: &str) -> Vec<String> {
 /// Whether `needle` occurs in `haystack` as a run of whole words.
 fn contains(haystack: &[String], needle: &[String]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The log-probability of the first option as the answer's opening minus the second's, each
+/// read by evaluating the option after the prompt (its last token again, for the first option
+/// token's logits). The cache is left holding the prompt. None where the model's memory cannot
+/// drop a tail, or an option is no tokens.
+pub(super) fn margin(
+    model: &LlamaModel,
+    cached: &mut Cached,
+    prompt: &[LlamaToken],
+    options: &[String; 2],
+) -> Result<Option<f32>> {
+    let last = prompt.len() - 1;
+    let mut log_prob = [0.0f32; 2];
+    for (side, option) in options.iter().enumerate() {
+        let answer = model.vocab().tokenize(option.as_bytes(), false, false);
+        if answer.is_empty() || !cached.keep(last) {
+            return Ok(None);
+        }
+        let inputs: Vec<LlamaToken> = std::iter::once(prompt[last])
+            .chain(answer[..answer.len() - 1].iter().copied())
+            .collect();
+        let mut batch = LlamaBatch::new(inputs.len(), 1);
+        for (i, &token) in inputs.iter().enumerate() {
+            batch.add(token, (last + i) as i32, &[0], true)?;
+        }
+        cached
+            .ctx
+            .decode(&mut batch)
+            .map_err(|e| anyhow!("scoring an option: {e}"))?;
+        cached.tokens.extend_from_slice(&inputs);
+        for (i, &token) in answer.iter().enumerate() {
+            log_prob[side] += log_softmax_at(cached.ctx.get_logits_ith(i as i32), token);
+        }
+    }
+    cached.keep(prompt.len());
+    Ok(Some(log_prob[0] - log_prob[1]))
+}
+
+/// The log-probability of `token` under `logits`.
+fn log_softmax_at(logits: &[f32], token: LlamaToken) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+    logits[token.0 as usize] - max - sum.ln()
 }
 
 #[cfg(test)]

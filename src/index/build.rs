@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ann::{hnsw_file, AnnSpec, HnswIndex};
 use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
+use super::given_vectors::GivenVectors;
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
 use super::sharded::{self, ShardSpec};
@@ -69,6 +70,9 @@ pub struct BuildOptions {
     /// Build only this shard of the corpus, into `<index_dir>/shard-<i>-of-<n>/`.
     pub shard: Option<ShardSpec>,
     pub progress: ProgressMode,
+    /// Take each document's vectors from this folder's row files instead of the encoder
+    /// ([`given_vectors`]: a scale harness's synthetic documents).
+    pub vectors_from: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,6 +107,9 @@ struct Plan {
     /// full width, is what a checkpoint from before `--dim` stored.
     #[serde(default)]
     encoded_width: Option<usize>,
+    /// The folder the vectors were read from instead of encoded (`--vectors-from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vectors_from: Option<PathBuf>,
 }
 
 /// A corpus input as a plan names it: its checksum is known only once it has been read, while
@@ -198,6 +205,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         skip_bad: options.skip_bad,
         shard: options.shard,
         encoded_width: (encoded_width != width).then_some(encoded_width),
+        vectors_from: options.vectors_from.clone(),
     };
     if !options.fresh {
         if let Some(manifest) = current_manifest(&index_dir, &plan, &inputs, stored_dim, options) {
@@ -423,6 +431,10 @@ fn encode_corpus(
             open_truncated(&vectors_file(work, depth), done * row_bytes).map(BufWriter::new)
         })
         .collect::<Result<Vec<_>>>()?;
+    let mut given = match &options.vectors_from {
+        Some(dir) => Some(GivenVectors::open(dir, &layers, width, done)?),
+        None => None,
+    };
     let mut ids_file = match options.shard {
         Some(_) => Some(BufWriter::new(open_truncated(
             &work.join(sharded::IDS_FILE),
@@ -463,18 +475,23 @@ fn encode_corpus(
         if chunk.is_empty() {
             break;
         }
-        let texts: Vec<String> = chunk
-            .iter()
-            .map(|p| p.render(&checkpoint.plan.template))
-            .collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = encoder.encode(&refs, &layers)?;
+        let vectors = match given.as_mut() {
+            Some(given) => given.read(chunk.len())?,
+            None => {
+                let texts: Vec<String> = chunk
+                    .iter()
+                    .map(|p| p.render(&checkpoint.plan.template))
+                    .collect();
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                encoder.encode(&refs, &layers)?
+            }
+        };
         for paragraph in &chunk {
             docs.append(paragraph)?;
         }
         for (file, matrix) in vector_files.iter_mut().zip(vectors) {
             // The first `width` dims, renormalised: the ESE way to a smaller size.
-            let matrix = match width < hidden {
+            let matrix = match width < matrix.cols {
                 true => matrix.truncated(width),
                 false => matrix,
             };
@@ -501,6 +518,9 @@ fn encode_corpus(
         });
     }
     bar.finish();
+    if let Some(given) = given {
+        given.finish()?;
+    }
     let stats = stream.stream.stats().context("corpus stream ended early")?;
     let counts = CorpusCounts::from(stats);
     checkpoint.encoded = Some(counts.clone());

@@ -27,6 +27,7 @@ pub mod build;
 pub mod dense;
 pub mod docstore;
 mod flat_file;
+pub mod given_vectors;
 pub mod integrity;
 pub mod lock;
 pub mod manifest;

@@ -4,7 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -150,6 +150,142 @@ fn prepare_work_dir(options: &TrainOptions) -> Result<PathBuf> {
     Ok(work)
 }
 
+/// The model to train, with the pooler head its mode needs; refused where the mode's size does
+/// not fit the model's width.
+fn load_model(options: &TrainOptions) -> Result<TrainableModel> {
+    let objective = &options.objective;
+    let mode = objective.mode;
+    let head = match (mode, options.two_step) {
+        (Method::Pooler, true) => HeadSetup::FromCheckpoint,
+        (Method::Pooler, false) => HeadSetup::Fresh {
+            dim: options.pooler_dim,
+            seed: options.seed,
+        },
+        _ => HeadSetup::None,
+    };
+    let model = TrainableModel::load(&options.model_dir, options.pooling, options.max_len, head)?;
+    let hidden = model.config.hidden_size;
+    if mode == Method::Ese && objective.compression_size >= hidden {
+        bail!(
+            "--compression-size {} must be smaller than the model's {hidden} dimensions",
+            objective.compression_size
+        );
+    }
+    if mode == Method::Pooler && options.pooler_dim > hidden && !options.two_step {
+        bail!(
+            "--pooler-dim {} is larger than the model's {hidden} dimensions",
+            options.pooler_dim
+        );
+    }
+    Ok(model)
+}
+
+/// The teacher, where the objective distils: the untouched base model, run by the inference
+/// encoder (no gradients).
+fn load_teacher(options: &TrainOptions, model: &TrainableModel) -> Result<Option<Encoder>> {
+    options
+        .objective
+        .needs_teacher()
+        .then(|| {
+            let teacher_options = EncoderOptions {
+                pooling: Some(model.pooling),
+                max_length: Some(options.max_len),
+                ..EncoderOptions::default()
+            };
+            Encoder::load(&options.model_dir, &teacher_options)
+        })
+        .transpose()
+        .context("loading the base model as the distillation teacher")
+}
+
+/// Batches per epoch and optimizer steps in all; refused when the data make no full batch.
+fn schedule(options: &TrainOptions, examples: &[Example]) -> Result<(usize, usize)> {
+    let batches_per_epoch =
+        data::epoch_batches(examples, options.batch_size, options.seed, 0).len();
+    if batches_per_epoch == 0 {
+        bail!(
+            "{} examples make no full batch of {}: lower --batch-size or add data",
+            examples.len(),
+            options.batch_size
+        );
+    }
+    let steps = options
+        .max_steps
+        .unwrap_or(options.epochs * batches_per_epoch / options.grad_accum)
+        .max(1);
+    Ok((batches_per_epoch, steps))
+}
+
+/// What the run records of its settings and data: a resumed run must match it.
+fn run_record(
+    options: &TrainOptions,
+    model: &TrainableModel,
+    data: Vec<DataRecord>,
+    steps: usize,
+) -> Result<RunRecord> {
+    let depth = model.depth();
+    Ok(RunRecord {
+        base_model: options.model_dir.display().to_string(),
+        base_weights_sha256: files::sha256_file(&crate::encoder::weights_file(
+            &options.model_dir,
+        )?)?,
+        objective: options.objective.clone(),
+        pooling: model.pooling,
+        pooler_dim: model
+            .head
+            .as_ref()
+            .map(|(head, _)| head.config.out_features),
+        two_step: options.two_step,
+        layer_weights: (1..depth).map(layer_weight).collect(),
+        data,
+        batch_size: options.batch_size,
+        grad_accum: options.grad_accum,
+        epochs: options.epochs,
+        steps,
+        lr: options.lr,
+        warmup_steps: (steps as f64 * options.warmup_ratio).ceil() as usize,
+        weight_decay: options.weight_decay,
+        max_grad_norm: options.max_grad_norm,
+        max_len: options.max_len,
+        seed: options.seed,
+    })
+}
+
+/// The checkpoint to continue from with `--resume` (none without it, or before the first),
+/// refused when it was started with other settings or data.
+fn resume(
+    options: &TrainOptions,
+    work: &Path,
+    optimizer: &mut AdamW,
+    record: &RunRecord,
+) -> Result<Option<CheckpointState>> {
+    if !options.resume {
+        return Ok(None);
+    }
+    let resumed = output::load_checkpoint(work, optimizer)?;
+    if resumed
+        .as_ref()
+        .is_some_and(|state| &state.record != record)
+    {
+        bail!(
+            "the run in {} was started with other settings or data: pass --fresh to start over",
+            work.display()
+        );
+    }
+    Ok(resumed)
+}
+
+/// The JSONL training log: appended to by a resumed run, else started anew.
+fn open_log(path: &Path, resumed: bool) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(resumed)
+        .write(true)
+        .truncate(!resumed)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))
+}
+
 /// Every `--data` source's examples, in order, and what the run records of each.
 fn read_sources(options: &TrainOptions) -> Result<(Vec<Example>, Vec<DataRecord>)> {
     let mut examples: Vec<Example> = Vec::new();
@@ -210,87 +346,13 @@ impl<'a> Trainer<'a> {
     /// directory: resuming from its checkpoint with `--resume`, which must be of this same run.
     fn setup(options: &'a TrainOptions) -> Result<Self> {
         validate(options)?;
-        let objective = &options.objective;
-        let mode = objective.mode;
-        let head = match (mode, options.two_step) {
-            (Method::Pooler, true) => HeadSetup::FromCheckpoint,
-            (Method::Pooler, false) => HeadSetup::Fresh {
-                dim: options.pooler_dim,
-                seed: options.seed,
-            },
-            _ => HeadSetup::None,
-        };
-        let model =
-            TrainableModel::load(&options.model_dir, options.pooling, options.max_len, head)?;
+        let mode = options.objective.mode;
+        let model = load_model(options)?;
         let hidden = model.config.hidden_size;
-        if mode == Method::Ese && objective.compression_size >= hidden {
-            bail!(
-                "--compression-size {} must be smaller than the model's {hidden} dimensions",
-                objective.compression_size
-            );
-        }
-        if mode == Method::Pooler && options.pooler_dim > hidden && !options.two_step {
-            bail!(
-                "--pooler-dim {} is larger than the model's {hidden} dimensions",
-                options.pooler_dim
-            );
-        }
-
-        // The teacher is the untouched base model, run by the inference encoder (no gradients).
-        let teacher = objective
-            .needs_teacher()
-            .then(|| {
-                let teacher_options = EncoderOptions {
-                    pooling: Some(model.pooling),
-                    max_length: Some(options.max_len),
-                    ..EncoderOptions::default()
-                };
-                Encoder::load(&options.model_dir, &teacher_options)
-            })
-            .transpose()
-            .context("loading the base model as the distillation teacher")?;
-
+        let teacher = load_teacher(options, &model)?;
         let (examples, data) = read_sources(options)?;
-        let batches_per_epoch =
-            data::epoch_batches(&examples, options.batch_size, options.seed, 0).len();
-        if batches_per_epoch == 0 {
-            bail!(
-                "{} examples make no full batch of {}: lower --batch-size or add data",
-                examples.len(),
-                options.batch_size
-            );
-        }
-        let steps = options
-            .max_steps
-            .unwrap_or(options.epochs * batches_per_epoch / options.grad_accum)
-            .max(1);
-        let warmup_steps = (steps as f64 * options.warmup_ratio).ceil() as usize;
-        let depth = model.depth();
-        let record = RunRecord {
-            base_model: options.model_dir.display().to_string(),
-            base_weights_sha256: files::sha256_file(&crate::encoder::weights_file(
-                &options.model_dir,
-            )?)?,
-            objective: objective.clone(),
-            pooling: model.pooling,
-            pooler_dim: model
-                .head
-                .as_ref()
-                .map(|(head, _)| head.config.out_features),
-            two_step: options.two_step,
-            layer_weights: (1..depth).map(layer_weight).collect(),
-            data,
-            batch_size: options.batch_size,
-            grad_accum: options.grad_accum,
-            epochs: options.epochs,
-            steps,
-            lr: options.lr,
-            warmup_steps,
-            weight_decay: options.weight_decay,
-            max_grad_norm: options.max_grad_norm,
-            max_len: options.max_len,
-            seed: options.seed,
-        };
+        let (batches_per_epoch, steps) = schedule(options, &examples)?;
+        let record = run_record(options, &model, data, steps)?;
 
         let work = prepare_work_dir(options)?;
         let mut optimizer = AdamW::new(
@@ -303,28 +365,10 @@ impl<'a> Trainer<'a> {
                 weight_decay: options.weight_decay,
             },
         );
-        let resumed = if options.resume {
-            output::load_checkpoint(&work, &mut optimizer)?
-        } else {
-            None
-        };
-        if let Some(state) = &resumed {
-            if state.record != record {
-                bail!(
-                    "the run in {} was started with other settings or data: pass --fresh to start over",
-                    work.display()
-                );
-            }
-        }
+        let resumed = resume(options, &work, &mut optimizer, &record)?;
         let start_step = resumed.as_ref().map_or(0, |s| s.step);
         let log_path = work.join("train_log.jsonl");
-        let log = OpenOptions::new()
-            .create(true)
-            .append(resumed.is_some())
-            .write(true)
-            .truncate(resumed.is_none())
-            .open(&log_path)
-            .with_context(|| format!("opening {}", log_path.display()))?;
+        let log = open_log(&log_path, resumed.is_some())?;
 
         let mut progress = Progress::new(
             options.progress,

@@ -221,6 +221,7 @@ pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> Bu
         fresh: false,
         shard: None,
         progress: ProgressMode::Quiet,
+        vectors_from: None,
     }
 }
 

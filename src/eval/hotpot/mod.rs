@@ -13,6 +13,7 @@ pub mod recorded;
 pub mod report;
 pub mod run;
 pub mod scores;
+pub mod settings;
 
 pub use plan::index_with_depths;
 pub use record::{read_predictions, Cell, Prediction, RunConfig, PREDICTIONS_FILE};

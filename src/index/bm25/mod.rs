@@ -321,6 +321,40 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn quoted_spans_and_split_words_stay_phrases() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = [
+            (
+                "Mark Twain",
+                "His novel Adventures of Huckleberry Finn was written 1876-1884.",
+            ),
+            (
+                "Finn Adventures",
+                "Huckleberry pie adventures, of Finn the baker, in 1876 and 1884.",
+            ),
+        ];
+        let (index, _) = index_of(dir.path(), &docs);
+        // The same words, in the same numbers; only the phrases put the novel's page first.
+        for question in [
+            "who wrote \"Adventures of Huckleberry Finn\"?",
+            "what was written 1876-1884?",
+        ] {
+            let plain = index.search(question, QuerySyntax::PlainText, 2).unwrap();
+            assert_eq!(plain[0].0, 0, "{question}: {plain:?}");
+            assert_eq!(
+                plain,
+                index.search(question, QuerySyntax::Tantivy, 2).unwrap(),
+                "{question}"
+            );
+        }
+        // An unpaired quote is dropped: the words after it are words.
+        let hits = index
+            .search("Finn \"baker pie", QuerySyntax::PlainText, 2)
+            .unwrap();
+        assert_eq!(hits[0].0, 1, "{hits:?}");
+    }
+
+    #[test]
     fn plain_words_score_as_the_parser_scored_them() {
         let dir = tempfile::tempdir().unwrap();
         let docs = [

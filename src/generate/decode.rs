@@ -1,0 +1,167 @@
+//! Greedy decoding of one answer after an evaluated prompt, and what it cost.
+
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use serde::Serialize;
+
+use super::answer_text::AnswerText;
+use super::cache::Cached;
+use super::extractive::Spans;
+use super::options::{self, OptionChoice};
+use super::Generator;
+use crate::progress::ms_since;
+
+/// One answer and what it cost. `prompt_eval_ms` and `generation_ms` are measured around the
+/// llama.cpp calls here; `llama_*` are llama.cpp's own counters for the same work.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Generation {
+    pub text: String,
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose KV state was reused from the previous prompt, not evaluated.
+    pub reused_tokens: usize,
+    pub generated_tokens: usize,
+    /// Why generation stopped: "eog", "newline" or "max_tokens".
+    pub stop: &'static str,
+    /// The yes-token's logit minus the no-token's, when the answer opened with yes or no.
+    pub yes_no_margin: Option<f32>,
+    /// The same margin for the question asked with no documents (with `yes_no_prior`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub yes_no_prior: Option<f32>,
+    /// How the answer was chosen between the question's two options, when it named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub option_choice: Option<OptionChoice>,
+    pub prompt_eval_ms: f64,
+    pub generation_ms: f64,
+    pub tokens_per_second: f64,
+    pub llama_prompt_eval_ms: f64,
+    pub llama_eval_ms: f64,
+    pub llama_eval_tokens: usize,
+    pub llama_tokens_per_second: f64,
+}
+
+impl Generator {
+    /// Evaluates what of `tokens` the cache does not hold yet, then decodes the answer.
+    pub(super) fn decode(
+        &self,
+        model: &LlamaModel,
+        cached: &mut Cached,
+        tokens: &[LlamaToken],
+        options: Option<&[String; 2]>,
+        spans: Option<&Spans>,
+        mut on_token: impl FnMut(&str) -> bool,
+    ) -> Result<Generation> {
+        let choice = options.zip(self.options.option_bias);
+        cached.ctx.reset_timings();
+        let started = Instant::now();
+        let (mut batch, reused) = cached.evaluate(tokens, self.options.reuse_prefix)?;
+        let prompt_eval_ms = ms_since(started);
+        let ctx = &mut cached.ctx;
+        let vocab = model.vocab();
+
+        let started = Instant::now();
+        let mut sampler = LlamaSampler::greedy();
+        let mut answer = AnswerText::default();
+        // The answer's pieces as generated, for the extractive check.
+        let mut pieces = Vec::new();
+        let mut generated = 0;
+        let mut yes_no_margin = None;
+        let stop = loop {
+            let at = batch.n_tokens() - 1;
+            let mut token = sampler.sample(ctx, at);
+            if let Some(spans) = spans {
+                token = spans.pick(
+                    token,
+                    ctx.get_logits_ith(at),
+                    &pieces,
+                    |t| vocab.token_to_piece(t, false, None),
+                    |t| vocab.is_eog(t),
+                );
+            }
+            if generated == 0 {
+                let logits = ctx.get_logits_ith(at);
+                let choice = self.yes_no.choose(token, logits, self.options.yes_no_bias);
+                token = choice.token;
+                yes_no_margin = choice.margin;
+            }
+            sampler.accept(token);
+            if vocab.is_eog(token) {
+                break "eog";
+            }
+            generated += 1;
+            let mut wanted = true;
+            let piece = vocab.token_to_piece(token, false, None);
+            pieces.extend_from_slice(&piece);
+            let streamed = &mut |text: &str| {
+                if choice.is_none() {
+                    wanted &= on_token(text);
+                }
+            };
+            if answer.push(&piece, streamed) {
+                break "newline";
+            }
+            if !wanted {
+                break "stopped";
+            }
+            if generated >= self.options.max_tokens {
+                break "max_tokens";
+            }
+            batch.clear();
+            batch.add(token, cached.tokens.len() as i32, &[0], true)?;
+            ctx.decode(&mut batch)
+                .map_err(|e| anyhow!("decoding: {e}"))?;
+            cached.tokens.push(token);
+        };
+        let mut text = answer.finish();
+        let mut option_choice = None;
+        if let Some((options, bias)) = choice {
+            if let Some(greedy) = options::named(&text, options) {
+                if let Some(margin) = options::margin(model, cached, tokens, options)? {
+                    let chosen = options::choose(margin, bias);
+                    let greedy_answer = std::mem::replace(&mut text, options[chosen].clone());
+                    option_choice = Some(OptionChoice {
+                        options: options.clone(),
+                        margin,
+                        greedy_answer,
+                        greedy,
+                        chosen,
+                    });
+                }
+            }
+            if !text.is_empty() {
+                on_token(&text);
+            }
+        }
+        let generation_ms = ms_since(started);
+        let timings = cached.ctx.timings();
+        let llama_eval_tokens = usize::try_from(timings.n_eval()).unwrap_or(0);
+        Ok(Generation {
+            text,
+            prompt_tokens: tokens.len(),
+            reused_tokens: reused,
+            generated_tokens: generated,
+            stop,
+            yes_no_margin,
+            yes_no_prior: None,
+            option_choice,
+            prompt_eval_ms,
+            generation_ms,
+            tokens_per_second: per_second(generated, generation_ms),
+            llama_prompt_eval_ms: timings.t_p_eval_ms(),
+            llama_eval_ms: timings.t_eval_ms(),
+            llama_eval_tokens,
+            llama_tokens_per_second: per_second(llama_eval_tokens, timings.t_eval_ms()),
+        })
+    }
+}
+
+fn per_second(count: usize, ms: f64) -> f64 {
+    if ms > 0.0 {
+        count as f64 * 1000.0 / ms
+    } else {
+        0.0
+    }
+}

@@ -1,0 +1,82 @@
+//! What a search answers: the ranked paragraphs, the depth and size they were ranked at, and the
+//! time it took.
+
+use serde::Serialize;
+
+use super::Mode;
+use crate::corpus::Paragraph;
+
+/// A ranked document: its id, its score in the ranking, and the hop that found it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub id: u64,
+    pub score: f32,
+    pub hop: u8,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    pub rank: usize,
+    pub id: u64,
+    pub title: String,
+    pub text: String,
+    pub score: f32,
+    /// 1 for the question's own search, 2 for a second-hop search.
+    pub hop: u8,
+}
+
+impl Hit {
+    /// The paragraph this hit points at, as a prompt needs it.
+    pub fn paragraph(&self) -> Paragraph {
+        Paragraph {
+            title: self.title.clone(),
+            text: self.text.clone(),
+            links: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SearchTimings {
+    pub encode_ms: f64,
+    pub search_ms: f64,
+    pub total_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    pub query: String,
+    pub mode: Mode,
+    pub hops: u8,
+    pub layers: usize,
+    pub dim: usize,
+    pub hits: Vec<Hit>,
+    pub timings: SearchTimings,
+}
+
+impl SearchResponse {
+    /// Given paragraphs as if retrieved for `query`, in order (the gold paragraphs of an oracle
+    /// run, or a caller's own context).
+    pub fn of_passages(query: &str, passages: &[Paragraph]) -> Self {
+        Self {
+            query: query.to_string(),
+            mode: Mode::default(),
+            hops: 0,
+            layers: 0,
+            dim: 0,
+            hits: passages
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Hit {
+                    rank: i + 1,
+                    id: i as u64,
+                    title: p.title.clone(),
+                    text: p.text.clone(),
+                    score: 0.0,
+                    hop: 0,
+                })
+                .collect(),
+            timings: SearchTimings::default(),
+        }
+    }
+}
