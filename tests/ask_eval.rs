@@ -46,6 +46,7 @@ fn build_options(model: &Path, corpus: &Path, index_dir: &Path) -> BuildOptions 
         layers: None,
         dim: None,
         reduce: None,
+        ann: Default::default(),
         template: "{title}: {text}".into(),
         chunk_size: 16,
         skip_bad: false,

@@ -39,6 +39,7 @@ fn real_model_retrieves_supporting_paragraphs() {
         layers: Some(vec![3, 6]),
         dim: None,
         reduce: None,
+        ann: Default::default(),
         template: rag::corpus::DEFAULT_TEMPLATE.into(),
         chunk_size: 256,
         skip_bad: false,

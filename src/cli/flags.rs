@@ -150,6 +150,10 @@ pub struct StrategyArgs {
     /// is plain words.
     #[arg(long)]
     pub bm25_syntax: bool,
+    /// With an index built with `--ann hnsw`: candidates its graph visits per dense search
+    /// (more is slower and nearer exact; default 64). Unused by a flat index.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub ef_search: Option<u32>,
 }
 
 impl StrategyArgs {
@@ -168,6 +172,7 @@ impl StrategyArgs {
             hop_weight: self.hop_weight,
             link_weight: self.link_weight,
             bm25_syntax: self.bm25_syntax,
+            ef_search: self.ef_search.map(|ef| ef as usize),
         }
     }
 

@@ -42,6 +42,14 @@ pub struct IndexArgs {
     /// too) instead of its first dimensions: the post-hoc baseline to ESE truncation.
     #[arg(long, value_name = "pca:K")]
     pub reduce: Option<index::PcaSpec>,
+    /// Also store, per depth, an approximate index beside the exact flat one: `hnsw` or
+    /// `hnsw:M` (M links per node, default 32), searched at the stored size with
+    /// `--ef-search`. Default: flat only.
+    #[arg(long, value_name = "flat|hnsw[:M]", default_value = "flat")]
+    pub ann: index::AnnSpec,
+    /// With --verify: the efSearch at which an HNSW graph's recall@10 against flat is measured.
+    #[arg(long, requires = "verify", default_value_t = index::DEFAULT_EF_SEARCH)]
+    pub ef_search: usize,
     /// The text encoded for each paragraph.
     #[arg(long, default_value = DEFAULT_TEMPLATE)]
     pub template: String,
@@ -63,7 +71,7 @@ pub struct IndexArgs {
     /// Check the index in --index instead of building one: every file against the manifest's
     /// sizes and checksums, every vector (finite, unit length) and every document (every shard
     /// of a sharded index).
-    #[arg(long, conflicts_with_all = ["fresh", "layers", "dim", "reduce", "corpus"])]
+    #[arg(long, conflicts_with_all = ["fresh", "layers", "dim", "reduce", "corpus", "ann"])]
     pub verify: bool,
     /// Build only shard i of n (0-based, e.g. 0/4 to 3/4) of the corpus, into
     /// <index>/shard-<i>-of-<n>/; documents are assigned by a hash of their title.
@@ -105,6 +113,7 @@ pub fn run(args: IndexArgs) -> Result<()> {
         layers: args.layers.clone().map(|l| l.0),
         dim: args.dim,
         reduce: args.reduce,
+        ann: args.ann,
         template: args.template.clone(),
         chunk_size: args.chunk_size,
         skip_bad: args.skip_bad,
@@ -193,9 +202,15 @@ fn run_merge(args: &IndexArgs) -> Result<()> {
 }
 
 fn run_verify(args: &IndexArgs) -> Result<()> {
-    let verified = index::verify(&args.index)?;
+    let verified = index::verify_at(&args.index, args.ef_search)?;
     if args.json {
         return print_json(&verified);
+    }
+    for recall in &verified.ann_recall {
+        println!(
+            "{} layer {}: HNSW recall@10 against flat {:.4} at efSearch {} ({} stored vectors as queries)",
+            recall.dir, recall.layer, recall.recall_at_10, recall.ef_search, recall.queries
+        );
     }
     if verified.checksums {
         println!(

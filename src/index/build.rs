@@ -24,6 +24,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::ann::{hnsw_file, AnnSpec, HnswIndex};
 use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
 use super::given_vectors::GivenVectors;
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
@@ -58,6 +59,8 @@ pub struct BuildOptions {
     pub dim: Option<usize>,
     /// Store the top K principal components of each depth's vectors instead of the vectors.
     pub reduce: Option<PcaSpec>,
+    /// An approximate index to store beside each depth's flat one (`--ann hnsw[:M]`).
+    pub ann: AnnSpec,
     pub template: String,
     /// Documents per checkpoint.
     pub chunk_size: usize,
@@ -211,9 +214,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         vectors_from: options.vectors_from.clone(),
     };
     if !options.fresh {
-        if let Some(manifest) =
-            current_manifest(&index_dir, &plan, &inputs, stored_dim, options.reduce)
-        {
+        if let Some(manifest) = current_manifest(&index_dir, &plan, &inputs, stored_dim, options) {
             return Ok(BuildSummary {
                 index_dir,
                 documents: manifest.documents,
@@ -271,7 +272,14 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             }
             None => None,
         };
-        build_dense(&work, depth, encoded_width, pca.as_ref(), documents)?;
+        build_dense(
+            &work,
+            depth,
+            encoded_width,
+            pca.as_ref(),
+            documents,
+            options.ann,
+        )?;
     }
     let reduce = options.reduce.map(|method| StoredReduction {
         method,
@@ -301,6 +309,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             spec,
             corpus_documents: checkpoint.corpus_documents,
         }),
+        ann: options.ann,
     };
     // Written last: a directory with a manifest is a whole index, and the manifest lists its
     // files. The checkpoint stays until then, so a build cut off before resumes from it.
@@ -360,7 +369,7 @@ fn current_manifest(
     plan: &Plan,
     inputs: &[CorpusInput],
     stored_dim: usize,
-    reduce: Option<PcaSpec>,
+    options: &BuildOptions,
 ) -> Option<Manifest> {
     files::recover_interrupted_install(index_dir).ok()?;
     let manifest = Manifest::read(index_dir).ok()?;
@@ -375,7 +384,8 @@ fn current_manifest(
             .all(|(c, i)| c.describes(i))
         && manifest.stored_dim == stored_dim
         && manifest.default_dim == stored_dim
-        && manifest.reduce.as_ref().map(|r| r.method) == reduce
+        && manifest.reduce.as_ref().map(|r| r.method) == options.reduce
+        && manifest.ann == options.ann
         && manifest.shard.map(|s| s.spec) == plan.shard;
     if !same {
         return None;
@@ -672,6 +682,7 @@ fn build_dense(
     width: usize,
     pca: Option<&Pca>,
     documents: u64,
+    ann: AnnSpec,
 ) -> Result<()> {
     create_dir(&work.join("dense"))?;
     let stored_dim = pca.map_or(width, Pca::output_dim);
@@ -680,5 +691,11 @@ fn build_dense(
         Some(pca) => index.add(&pca.reduce(&block)?.data),
         None => index.add(&block.data),
     })?;
-    index.save(&dense_file(work, depth, stored_dim))
+    index.save(&dense_file(work, depth, stored_dim))?;
+    match ann {
+        AnnSpec::Flat => Ok(()),
+        AnnSpec::Hnsw { m } => HnswIndex::build(&index, m)
+            .with_context(|| format!("--ann {ann} on layer {depth}"))?
+            .save(&hnsw_file(work, depth, stored_dim)),
+    }
 }

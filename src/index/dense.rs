@@ -161,7 +161,7 @@ fn batched_faiss_searches() {
 }
 
 /// faiss's `k` labels and squared distances per query as (id, cosine), absent hits dropped.
-fn to_hits(labels: &[Idx], distances: &[f32], k: usize) -> Vec<Vec<(u64, f32)>> {
+pub(super) fn to_hits(labels: &[Idx], distances: &[f32], k: usize) -> Vec<Vec<(u64, f32)>> {
     labels
         .chunks(k)
         .zip(distances.chunks(k))
@@ -199,7 +199,7 @@ mod tests {
         index.save(&path).unwrap();
         let (loaded, _) = crate::index::flat_file::FlatFile::open(&path, 3, 4)
             .unwrap()
-            .load()
+            .load(false)
             .unwrap();
         assert_eq!(loaded.vectors(), index.vectors());
 

@@ -37,31 +37,10 @@ impl FlatFile {
     /// the file is as long as that header says.
     pub fn open(path: &Path, count: u64, dim: usize) -> Result<Self> {
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let len = file
-            .metadata()
-            .with_context(|| format!("reading {}", path.display()))?
-            .len();
-        let mut header = [0u8; HEADER_BYTES as usize];
-        if len < HEADER_BYTES || file.read_exact_at(&mut header, 0).is_err() {
-            bail!(damaged(path, &format!("it has only {len} bytes")));
-        }
-        let int = |at: usize| i32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-        let long = |at: usize| i64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
-        if &header[..4] != FOURCC || int(33) != METRIC_L2 {
-            bail!(damaged(path, "it is not a faiss IndexFlatL2 file"));
-        }
-        let (file_dim, file_count, floats) = (int(4), long(8), long(37));
-        if file_dim <= 0 || file_count < 0 || floats != file_dim as i64 * file_count {
+        let (header, len) = check_header(&file, path, FOURCC, "IndexFlatL2", count, dim)?;
+        let floats = i64::from_le_bytes(header[37..45].try_into().expect("8 bytes"));
+        if floats != dim as i64 * count as i64 {
             bail!(damaged(path, "its header is inconsistent"));
-        }
-        let (file_dim, file_count) = (file_dim as usize, file_count as u64);
-        if file_count != count || file_dim != dim {
-            bail!(damaged(
-                path,
-                &format!(
-                    "it holds {file_count} vectors of {file_dim} dimensions, the index has {count} documents of {dim}"
-                )
-            ));
         }
         let expected = HEADER_BYTES + count * dim as u64 * 4;
         if len != expected {
@@ -78,15 +57,17 @@ impl FlatFile {
         })
     }
 
-    /// Loads the vectors into a faiss index, with the sha256 of the whole file; refuses a
-    /// vector that is not finite.
-    pub fn load(&self) -> Result<(DenseIndex, String)> {
-        let mut hasher = Sha256::new();
+    /// Loads the vectors into a faiss index, with the sha256 of the whole file when `hash`;
+    /// refuses a vector that is not finite.
+    pub fn load(&self, hash: bool) -> Result<(DenseIndex, Option<String>)> {
+        let mut hasher = hash.then(Sha256::new);
         let mut header = [0u8; HEADER_BYTES as usize];
         self.file
             .read_exact_at(&mut header, 0)
             .with_context(|| format!("reading {}", self.path.display()))?;
-        hasher.update(header);
+        if let Some(hasher) = &mut hasher {
+            hasher.update(header);
+        }
         let mut index = DenseIndex::new(self.dim)?;
         let row_bytes = self.dim * 4;
         let mut buf = vec![0u8; ROWS_PER_READ * row_bytes];
@@ -97,7 +78,10 @@ impl FlatFile {
             self.file
                 .read_exact_at(bytes, HEADER_BYTES + row * row_bytes as u64)
                 .with_context(|| format!("reading {}", self.path.display()))?;
-            hasher.update(&*bytes);
+            if let Some(hasher) = &mut hasher {
+                hasher.update(&*bytes);
+                super::integrity::count_hashed(bytes.len() as u64);
+            }
             let floats: Vec<f32> = bytes
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
@@ -112,12 +96,56 @@ impl FlatFile {
             index.add(&floats)?;
             row += rows as u64;
         }
-        Ok((index, hex::encode(hasher.finalize())))
+        Ok((index, hasher.map(|h| hex::encode(h.finalize()))))
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Checks the common header faiss writes at the start of every index file (its fourcc, then
+/// `d: i32 | ntotal: i64 | 2 x i64 | is_trained: u8 | metric: i32`) against the vectors the
+/// index must hold; returns the header's bytes and the file's length.
+pub(super) fn check_header(
+    file: &File,
+    path: &Path,
+    fourcc: &[u8; 4],
+    kind: &str,
+    count: u64,
+    dim: usize,
+) -> Result<([u8; HEADER_BYTES as usize], u64)> {
+    let len = file
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    let mut header = [0u8; HEADER_BYTES as usize];
+    if len < HEADER_BYTES || file.read_exact_at(&mut header, 0).is_err() {
+        bail!(damaged(path, &format!("it has only {len} bytes")));
+    }
+    let int = |at: usize| i32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    let long = |at: usize| i64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
+    if &header[..4] != fourcc || int(33) != METRIC_L2 {
+        bail!(damaged(path, &format!("it is not a faiss {kind} file")));
+    }
+    let (file_dim, file_count) = (int(4), long(8));
+    if file_dim <= 0 || file_count < 0 {
+        bail!(damaged(path, "its header is inconsistent"));
+    }
+    let (file_dim, file_count) = (file_dim as usize, file_count as u64);
+    if file_count != count || file_dim != dim {
+        bail!(damaged(
+            path,
+            &format!(
+                "it holds {file_count} vectors of {file_dim} dimensions, the index has {count} documents of {dim}"
+            )
+        ));
+    }
+    Ok((header, len))
 }
 
 /// The one-line error for an index file that is not what the manifest describes.
@@ -141,9 +169,15 @@ mod tests {
         let path = dir.path().join("x.faiss");
         DenseIndex::from_matrix(&m).unwrap().save(&path).unwrap();
 
-        let (loaded, sha) = FlatFile::open(&path, 3, 2).unwrap().load().unwrap();
+        let (loaded, sha) = FlatFile::open(&path, 3, 2).unwrap().load(true).unwrap();
         assert_eq!(loaded.vectors(), &m.data[..]);
-        assert_eq!(sha, crate::files::sha256_file(&path).unwrap());
+        assert_eq!(sha.unwrap(), crate::files::sha256_file(&path).unwrap());
+        assert!(FlatFile::open(&path, 3, 2)
+            .unwrap()
+            .load(false)
+            .unwrap()
+            .1
+            .is_none());
 
         for (count, dim, says) in [(4, 2, "holds 3 vectors"), (3, 4, "of 2 dimensions")] {
             let err = FlatFile::open(&path, count, dim).err().unwrap().to_string();

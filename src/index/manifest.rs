@@ -11,7 +11,7 @@ use crate::corpus::{CorpusFile, StreamStats};
 use crate::encoder::{Encoder, Pooling, Precision};
 use crate::index::integrity::{self, FileRecord};
 use crate::index::sharded::ShardSpec;
-use crate::index::PcaSpec;
+use crate::index::{AnnSpec, PcaSpec};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// Written by builds from before checksums, which may or may not have them.
@@ -126,6 +126,11 @@ pub struct Manifest {
     /// Which shard of a sharded index this is (`rag index --shard`), if one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardRecord>,
+    /// The approximate index stored beside each depth's flat one (`rag index --ann`); flat
+    /// (none) in every index from before it. A `rag` from before ignores the graph files and
+    /// searches the flat ones, which is still right.
+    #[serde(default, skip_serializing_if = "AnnSpec::is_flat")]
+    pub ann: AnnSpec,
 }
 
 /// A shard's place in its sharded index.

@@ -21,6 +21,7 @@
 //! whole) when it opens, so a build that replaces the directory meanwhile changes nothing it
 //! answers. Opening never writes.
 
+pub mod ann;
 pub mod bm25;
 pub mod build;
 pub mod dense;
@@ -40,6 +41,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+pub use ann::{AnnSpec, DEFAULT_EF_SEARCH};
 pub use build::{build, BuildOptions, BuildSummary};
 pub use dense::DenseIndex;
 pub use docstore::DocStore;
@@ -47,7 +49,7 @@ pub use manifest::Manifest;
 pub use part::Part;
 pub use pca::{Pca, PcaSpec};
 pub use sharded::{ShardSpec, ShardsManifest};
-pub use verify::{verify, Verified};
+pub use verify::{verify, verify_at, AnnRecall, Verified};
 
 use crate::corpus::Paragraph;
 use crate::vectors::Matrix;
@@ -193,19 +195,31 @@ impl Index {
     }
 
     /// The `k` nearest documents to each row-major query at a resolved depth and size, as
-    /// (global id, cosine), over every part.
+    /// (global id, cosine), over every part: through each part's HNSW graph (visiting
+    /// `ef_search` candidates, [`DEFAULT_EF_SEARCH`] when `None`) where the index has one and
+    /// `dim` is the stored width, else exactly.
     pub fn search_dense(
         &self,
         depth: usize,
         dim: usize,
         queries: &[f32],
         k: usize,
+        ef_search: Option<usize>,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
+        let graphs = !self.manifest.ann.is_flat() && dim == self.manifest.stored_dim;
+        if !graphs && (ef_search.is_some() || !self.manifest.ann.is_flat()) {
+            note_exact_search(&self.manifest, dim);
+        }
         let per_part = self
             .searched()
             .iter()
             .map(|part| {
-                let hits = part.dense(depth, dim)?.search_many(queries, k)?;
+                let hits = match graphs.then(|| part.graph(depth)).transpose()?.flatten() {
+                    Some(graph) => {
+                        graph.search_many(queries, k, ef_search.unwrap_or(DEFAULT_EF_SEARCH))?
+                    }
+                    None => part.dense(depth, dim)?.search_many(queries, k)?,
+                };
                 Ok(hits
                     .into_iter()
                     .map(|list| {
@@ -236,6 +250,23 @@ impl Index {
             lists = vec![lists.swap_remove(i)];
         }
         Ok(sharded::merge_top_k(lists, k))
+    }
+}
+
+/// Says once per process why a search is exact although an approximate one was asked for or
+/// built: a graph serves only the width it was built at.
+fn note_exact_search(manifest: &Manifest, dim: usize) {
+    static NOTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if NOTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    if manifest.ann.is_flat() {
+        eprintln!("note: the index has no HNSW graph (`rag index --ann hnsw`), so --ef-search is unused: searches are exact");
+    } else {
+        eprintln!(
+            "note: the HNSW graph serves only the stored size {}; size {dim} is searched exactly",
+            manifest.stored_dim
+        );
     }
 }
 

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
+use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
+use super::integrity::Hashing;
 use super::{bm25, dense_file, docstore, flat_file, integrity, sharded};
 use super::{DenseIndex, DocStore, Manifest, Pca};
 use crate::corpus::Paragraph;
@@ -30,41 +32,46 @@ pub struct Part {
     pca: HashMap<usize, Pca>,
     /// Per depth, the stored vector file, header checked.
     files: HashMap<usize, flat_file::FlatFile>,
+    /// Per depth, the HNSW graph's file (`rag index --ann hnsw`), header checked.
+    graphs: HashMap<usize, HnswFile>,
     dense: Mutex<DenseCache>,
 }
 
 #[derive(Default)]
 struct DenseCache {
     stored: HashMap<usize, Arc<DenseIndex>>,
+    graphs: HashMap<usize, Arc<HnswIndex>>,
     /// Derived sizes, most recently used last.
     derived: Vec<((usize, usize), Arc<DenseIndex>)>,
 }
 
 impl Part {
-    /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]).
+    /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]):
+    /// sizes, headers and seals, and the checksum of a file read here whose seal does not match
+    /// (vector files are checked the same way when they load).
     pub fn open(dir: &Path) -> Result<Self> {
         Self::open_hashing(
             dir,
-            &[
+            Hashing::Unsealed(&[
                 docstore::DOCS_FILE,
                 docstore::OFFSETS_FILE,
                 sharded::IDS_FILE,
                 "bm25/",
                 "pca/",
-            ],
+            ]),
         )
     }
 
     /// Whether the index in `dir` opens, every size, count and header checked but no file
     /// hashed: cheap enough for `rag index` to ask before it calls an index up to date.
     pub fn check_opens(dir: &Path) -> Result<()> {
-        Self::open_hashing(dir, &[]).map(drop)
+        Self::open_hashing(dir, Hashing::None).map(drop)
     }
 
-    /// Opens the index in `dir`, hashing the recorded files under `hashed`.
-    fn open_hashing(dir: &Path, hashed: &[&str]) -> Result<Self> {
+    /// Opens the index in `dir`, hashing the recorded files `hashing` names.
+    fn open_hashing(dir: &Path, hashing: Hashing) -> Result<Self> {
         let manifest = Manifest::read(dir)?;
-        integrity::check_recorded(dir, &manifest, hashed)?;
+        integrity::check_recorded(dir, &manifest, hashing)?;
         let docs = DocStore::open(dir)?;
         if docs.len() as u64 != manifest.documents {
             anyhow::bail!(flat_file::damaged(
@@ -109,6 +116,18 @@ impl Part {
                 Ok((depth, file))
             })
             .collect::<Result<_>>()?;
+        let graphs = match manifest.ann {
+            AnnSpec::Flat => HashMap::new(),
+            AnnSpec::Hnsw { .. } => manifest
+                .layers
+                .iter()
+                .map(|&depth| {
+                    let path = hnsw_file(dir, depth, manifest.stored_dim);
+                    let file = HnswFile::open(&path, manifest.documents, manifest.stored_dim)?;
+                    Ok((depth, file))
+                })
+                .collect::<Result<_>>()?,
+        };
         let bm25 = bm25::Bm25Index::open(&dir.join("bm25"))?;
         if bm25.documents() != manifest.documents {
             anyhow::bail!(flat_file::damaged(
@@ -146,6 +165,7 @@ impl Part {
             docs,
             pca,
             files,
+            graphs,
             dense: Mutex::new(DenseCache::default()),
         })
     }
@@ -189,6 +209,7 @@ impl Part {
     pub fn preload(&self) -> Result<()> {
         for &depth in &self.manifest.layers {
             self.dense(depth, self.manifest.stored_dim)?;
+            self.graph(depth)?;
         }
         Ok(())
     }
@@ -227,14 +248,53 @@ impl Part {
         Ok(derived)
     }
 
+    /// The HNSW graph of a depth, if the index has one, loaded on first use (checked against
+    /// its checksum first unless its seal matches).
+    pub fn graph(&self, depth: usize) -> Result<Option<Arc<HnswIndex>>> {
+        let Some(file) = self.graphs.get(&depth) else {
+            return Ok(None);
+        };
+        let mut cache = self.dense.lock().expect("dense cache lock");
+        if let Some(graph) = cache.graphs.get(&depth) {
+            return Ok(Some(Arc::clone(graph)));
+        }
+        if let Some(record) = self.record(file.path()) {
+            let meta = file
+                .file()
+                .metadata()
+                .with_context(|| format!("reading {}", file.path().display()))?;
+            if !record.sealed(&meta) {
+                let sha256 = integrity::hash_open_file(file.file(), file.path())?;
+                integrity::check_sha(file.path(), record, &sha256)?;
+            }
+        }
+        let graph = Arc::new(HnswIndex::load(file)?);
+        cache.graphs.insert(depth, Arc::clone(&graph));
+        Ok(Some(graph))
+    }
+
+    fn record(&self, path: &Path) -> Option<&integrity::FileRecord> {
+        let relative = path.strip_prefix(&self.dir).unwrap_or(path);
+        integrity::record(&self.manifest, relative)
+    }
+
     fn load_stored(&self, depth: usize) -> Result<DenseIndex> {
         let file = self
             .files
             .get(&depth)
             .with_context(|| format!("the index stores no vectors for layer {depth}"))?;
-        let (index, sha256) = file.load()?;
-        let relative = file.path().strip_prefix(&self.dir).unwrap_or(file.path());
-        if let Some(record) = integrity::record(&self.manifest, relative) {
+        let record = self.record(file.path());
+        let sealed = match record {
+            Some(record) => record.sealed(
+                &file
+                    .file()
+                    .metadata()
+                    .with_context(|| format!("reading {}", file.path().display()))?,
+            ),
+            None => true,
+        };
+        let (index, sha256) = file.load(!sealed)?;
+        if let (Some(record), Some(sha256)) = (record, sha256) {
             integrity::check_sha(file.path(), record, &sha256)?;
         }
         Ok(index)

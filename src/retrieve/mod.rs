@@ -207,6 +207,29 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<Scored>>> {
+        let ef_search = self.tuning.ef_search;
+        self.rank_with_ef(
+            ef_search, queries, encoded, strategy, layers, dim, k, timings,
+        )
+    }
+
+    /// [`rank`](Self::rank) with an HNSW index visiting `ef_search` candidates per dense search
+    /// instead of the tuning's (a server's request may name its own).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rank_with_ef(
+        &self,
+        ef_search: Option<usize>,
+        queries: &[&str],
+        encoded: Option<&Matrix>,
+        strategy: Strategy,
+        layers: usize,
+        dim: usize,
+        k: usize,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Vec<Scored>>> {
+        if ef_search == Some(0) {
+            bail!("ef_search must be at least 1");
+        }
         if k == 0 {
             bail!("k must be at least 1");
         }
@@ -217,11 +240,29 @@ impl Retriever {
                 .collect::<Vec<_>>()
         };
         if strategy.hops < 2 {
-            let first = self.rank_once(queries, encoded, strategy.mode, layers, dim, k, timings)?;
+            let first = self.rank_once(
+                ef_search,
+                queries,
+                encoded,
+                strategy.mode,
+                layers,
+                dim,
+                k,
+                timings,
+            )?;
             return Ok(first.into_iter().map(scored).collect());
         }
         let depth = k.max(CANDIDATES);
-        let first = self.rank_once(queries, encoded, strategy.mode, layers, dim, depth, timings)?;
+        let first = self.rank_once(
+            ef_search,
+            queries,
+            encoded,
+            strategy.mode,
+            layers,
+            dim,
+            depth,
+            timings,
+        )?;
         let started = Instant::now();
         let links = (self.tuning.link_weight > 0.0)
             .then(|| self.links())
@@ -244,6 +285,7 @@ impl Retriever {
             Vec::new()
         } else {
             self.rank_once(
+                ef_search,
                 &texts,
                 None,
                 strategy.mode,
@@ -274,6 +316,7 @@ impl Retriever {
     #[allow(clippy::too_many_arguments)]
     fn rank_once(
         &self,
+        ef_search: Option<usize>,
         queries: &[&str],
         encoded: Option<&Matrix>,
         mode: Mode,
@@ -286,10 +329,10 @@ impl Retriever {
             return self.bm25(queries, k, timings);
         }
         if mode == Mode::Dense {
-            return self.dense(queries, encoded, layers, dim, k, timings);
+            return self.dense(ef_search, queries, encoded, layers, dim, k, timings);
         }
         let depth = (k * 4).max(CANDIDATES);
-        let dense = self.dense(queries, encoded, layers, dim, depth, timings)?;
+        let dense = self.dense(ef_search, queries, encoded, layers, dim, depth, timings)?;
         let lexical = self.bm25(queries, depth, timings)?;
         Ok(dense
             .into_iter()
@@ -305,8 +348,10 @@ impl Retriever {
             .collect())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn dense(
         &self,
+        ef_search: Option<usize>,
         queries: &[&str],
         encoded: Option<&Matrix>,
         layers: usize,
@@ -333,7 +378,9 @@ impl Retriever {
         let started = Instant::now();
         // faiss's exact-distance order, which a sharded index's merge reproduces; near-ties are
         // settled where lists meet (fusion, hops, sentence choice).
-        let hits = self.index.search_dense(layers, dim, &vectors.data, k)?;
+        let hits = self
+            .index
+            .search_dense(layers, dim, &vectors.data, k, ef_search)?;
         timings.search_ms += ms_since(started);
         Ok(hits)
     }

@@ -124,6 +124,10 @@ pub struct Tuning {
     /// what the parser changed there is measured in eval/answers/bm25_plain_text.md.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bm25_syntax: bool,
+    /// Candidates an HNSW index visits per dense search (`--ef-search`; `None`: the index's
+    /// default). Unused by a flat index, which is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ef_search: Option<usize>,
 }
 
 impl Default for Tuning {
@@ -134,6 +138,7 @@ impl Default for Tuning {
             hop_weight: 0.3,
             link_weight: 0.15,
             bm25_syntax: false,
+            ef_search: None,
         }
     }
 }
@@ -157,6 +162,9 @@ impl Tuning {
                 "the link weight must be 0 or more (got {})",
                 self.link_weight
             );
+        }
+        if self.ef_search == Some(0) {
+            bail!("--ef-search must be at least 1");
         }
         Ok(self)
     }

@@ -74,6 +74,8 @@ pub struct QueuedSearch {
     pub strategy: Strategy,
     /// Resolved against the index, like the job's depth.
     pub dim: usize,
+    /// Candidates an HNSW index visits (`ef_search`; `None`: the server's setting).
+    pub ef_search: Option<usize>,
 }
 
 /// What a job is owed: its vectors, or what its search finds with them.
@@ -110,8 +112,8 @@ struct Encoded {
 }
 
 /// What searches must share to be looked up in one call: the index generation (by address),
-/// depth, size, strategy and k (the last two shape the ranking, not only its length).
-type LookupKey = (usize, usize, usize, Strategy, usize);
+/// depth, size, strategy, k (the last two shape the ranking, not only its length) and efSearch.
+type LookupKey = (usize, usize, usize, Strategy, usize, Option<usize>);
 
 impl Encoded {
     fn key(&self) -> LookupKey {
@@ -121,6 +123,7 @@ impl Encoded {
             self.search.dim,
             self.search.strategy,
             self.search.k,
+            self.search.ef_search,
         )
     }
 }
@@ -528,7 +531,7 @@ fn run_searches(encoded: &mpsc::Receiver<Vec<Encoded>>, metrics: &Metrics) {
 }
 
 /// Searches that share `key`, in one call.
-fn look_up((_, depth, dim, strategy, k): LookupKey, group: Vec<Encoded>) {
+fn look_up((_, depth, dim, strategy, k, ef_search): LookupKey, group: Vec<Encoded>) {
     let started = Instant::now();
     let retriever = Arc::clone(&group[0].retriever);
     let cols = group[0].vector.len();
@@ -539,7 +542,8 @@ fn look_up((_, depth, dim, strategy, k): LookupKey, group: Vec<Encoded>) {
     let vectors = Matrix::from_vec(group.len(), cols, vectors);
     let queries: Vec<&str> = group.iter().map(|s| s.search.query.as_str()).collect();
     let mut timings = SearchTimings::default();
-    let ranked = retriever.rank(
+    let ranked = retriever.rank_with_ef(
+        ef_search.or(retriever.tuning.ef_search),
         &queries,
         Some(&vectors),
         strategy,

@@ -101,6 +101,8 @@ struct SearchBody {
     hops: u8,
     layers: Option<usize>,
     dim: Option<usize>,
+    /// Candidates an HNSW index visits per dense search; the server's `--ef-search` if absent.
+    ef_search: Option<usize>,
 }
 
 fn one_hop() -> u8 {
@@ -115,6 +117,10 @@ async fn search(
     let ready = app.ready()?;
     let query = validate_question(&body.query).map_err(ApiError::invalid_because)?;
     check_k("k", body.k, app.config.limits.max_k)?;
+    if let Some(ef) = body.ef_search {
+        // faiss's efSearch is an int; beyond this a search visits more than it could use.
+        check_k("ef_search", ef, 100_000)?;
+    }
     let strategy = Strategy::new(body.mode, body.hops).map_err(ApiError::invalid_because)?;
     // This request's generation of the index, from validation to its last document.
     let retriever = ready.live.current();
@@ -154,6 +160,7 @@ async fn search(
             k: body.k,
             strategy,
             dim,
+            ef_search: body.ef_search,
         };
         let queued = Instant::now();
         let mut response = ready

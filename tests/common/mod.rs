@@ -214,6 +214,7 @@ pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> Bu
         layers: Some(vec![1, 3]),
         dim: Some(16),
         reduce: None,
+        ann: Default::default(),
         template: "{title}: {text}".into(),
         chunk_size: 32,
         skip_bad: false,

@@ -55,6 +55,7 @@ pub fn grid_index(asked: GridAsked) -> Result<(PathBuf, Vec<usize>, Option<Vec<u
         layers: None,
         dim: None,
         reduce: None,
+        ann: Default::default(),
         template: DEFAULT_TEMPLATE.to_string(),
         chunk_size: DEFAULT_CHUNK_SIZE,
         skip_bad: false,

@@ -170,7 +170,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
             );
         }
         let part = Part::open(&shard_dir).with_context(|| format!("shard {}", spec.dir_name()))?;
-        integrity::check_recorded(&shard_dir, &part.manifest, &[""])
+        integrity::check_recorded(&shard_dir, &part.manifest, integrity::Hashing::All)
             .with_context(|| format!("shard {}", spec.dir_name()))?;
         check_alike(&spec, &part.manifest, parts.first().map(|p| &p.manifest))?;
         shards.push(ShardEntry {
@@ -232,6 +232,7 @@ fn check_alike(spec: &ShardSpec, manifest: &Manifest, first: Option<&Manifest>) 
                     .all(|(a, b)| a.same_content(b)),
         ),
         ("reduction", manifest.reduce != first.reduce),
+        ("approximate index", manifest.ann != first.ann),
         (
             "corpus size",
             manifest.shard.map(|s| s.corpus_documents) != first.shard.map(|s| s.corpus_documents),

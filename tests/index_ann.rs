@@ -1,0 +1,227 @@
+//! Issue 53, items 2 and 3. An index built with `--ann hnsw:M` stores an HNSW graph per depth
+//! beside the flat vectors, checksummed and sealed like every file; dense searches at the
+//! stored size go through it (`--ef-search`), score like flat, and a sharded HNSW index merges
+//! like a flat one. Opening an index checks sizes, headers and seals but hashes no file whose
+//! seal matches; a file changed since the build is hashed and refused if it differs.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use rag::encoder::Precision;
+use rag::index::{self, integrity, Index};
+use rag::retrieve::{Retriever, SearchRequest, Strategy};
+
+use common::succeed;
+
+const GRAPH: &str = "dense/L3-d16.hnsw.faiss";
+
+/// A tiny model, a corpus of 300 paragraphs, and a flat and an HNSW (M 8) index of it.
+fn flat_and_hnsw(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    let (model, corpus) = common::tiny_model_and_corpus(dir, 60, 5);
+    let flat = dir.join("flat");
+    common::tiny_index(&model, &[&corpus], &flat, &[]);
+    let hnsw = dir.join("hnsw");
+    common::tiny_index(&model, &[&corpus], &hnsw, &["--ann", "hnsw:8"]);
+    (model, corpus, flat, hnsw)
+}
+
+fn dense_hits(index: &Path, ef_search: Option<usize>, dim: Option<usize>) -> Vec<(u64, f32)> {
+    let mut retriever = Retriever::open(index, None, Precision::F32).unwrap();
+    retriever.tuning.ef_search = ef_search;
+    let response = retriever
+        .search(&SearchRequest {
+            query: "what is topic 42 about? river film",
+            k: 10,
+            strategy: Strategy::default(),
+            layers: Some(3),
+            dim,
+        })
+        .unwrap();
+    response.hits.iter().map(|h| (h.id, h.score)).collect()
+}
+
+fn assert_same(a: &[(u64, f32)], b: &[(u64, f32)]) {
+    assert_eq!(
+        a.iter().map(|h| h.0).collect::<Vec<_>>(),
+        b.iter().map(|h| h.0).collect::<Vec<_>>()
+    );
+    for (x, y) in a.iter().zip(b) {
+        assert!((x.1 - y.1).abs() < 1e-5, "{x:?} vs {y:?}");
+    }
+}
+
+#[test]
+fn an_hnsw_index_ranks_like_flat_is_verified_with_its_recall_and_merges_across_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, corpus, flat, hnsw) = flat_and_hnsw(dir.path());
+    let manifest = index::Manifest::read(&hnsw).unwrap();
+    assert_eq!(manifest.ann.to_string(), "hnsw:8");
+    assert!(
+        manifest.files.contains_key(GRAPH),
+        "{:?}",
+        manifest.files.keys()
+    );
+    assert!(index::Manifest::read(&flat).unwrap().ann.is_flat());
+
+    // A search wide enough to visit every node is flat's ranking, with flat's scores.
+    let exact = dense_hits(&flat, None, None);
+    assert_eq!(exact.len(), 10);
+    assert_same(&dense_hits(&hnsw, Some(300), None), &exact);
+    // At a smaller size than stored the graph does not apply: the search is exact.
+    assert_same(
+        &dense_hits(&hnsw, None, Some(8)),
+        &dense_hits(&flat, None, Some(8)),
+    );
+
+    let verified = succeed(&["index", "--verify", "--index", hnsw.to_str().unwrap()]);
+    assert!(
+        verified.contains("layer 3: HNSW recall@10 against flat")
+            && verified.contains("efSearch 64"),
+        "{verified}"
+    );
+    let recall = index::verify_at(&hnsw, 300).unwrap().ann_recall;
+    assert_eq!(recall.len(), 2, "{recall:?}");
+    assert!(recall.iter().all(|r| r.recall_at_10 > 0.99), "{recall:?}");
+
+    // Shards with graphs merge into the single index's ranking.
+    let sharded = dir.path().join("sharded");
+    for i in 0..3 {
+        common::tiny_index(
+            &model,
+            &[&corpus],
+            &sharded,
+            &["--ann", "hnsw:8", "--shard", &format!("{i}/3")],
+        );
+    }
+    succeed(&["index", "--merge", "--index", sharded.to_str().unwrap()]);
+    assert_same(&dense_hits(&sharded, Some(300), None), &exact);
+    let index = Index::open(&sharded).unwrap();
+    assert!(index.parts().iter().all(|p| p.graph(3).unwrap().is_some()));
+
+    // The flag reaches every searching command; 0 is refused.
+    let out = succeed(&[
+        "search",
+        "topic 42",
+        "--index",
+        hnsw.to_str().unwrap(),
+        "--ef-search",
+        "300",
+        "--json",
+    ]);
+    assert!(out.contains("\"hits\""), "{out}");
+    let zero = std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
+        .args([
+            "search",
+            "topic 42",
+            "--index",
+            hnsw.to_str().unwrap(),
+            "--ef-search",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!zero.status.success());
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("--ef-search"));
+}
+
+/// The graph is refused when damaged, as every other file: a changed header when the index
+/// opens, changed bytes when it loads.
+#[test]
+fn a_damaged_graph_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, _, hnsw) = flat_and_hnsw(dir.path());
+    let path = hnsw.join(GRAPH);
+    let original = std::fs::read(&path).unwrap();
+
+    let mut bytes = original.clone();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let retriever = Retriever::open(&hnsw, None, Precision::F32).unwrap();
+    let err = retriever
+        .search(&SearchRequest {
+            query: "topic 1",
+            k: 5,
+            strategy: Strategy::default(),
+            layers: Some(3),
+            dim: None,
+        })
+        .unwrap_err();
+    let message = format!("{err:#}");
+    assert!(
+        message.contains(GRAPH) && message.contains("checksum"),
+        "{message}"
+    );
+    assert!(index::verify(&hnsw).is_err());
+
+    let mut bytes = original.clone();
+    bytes[0] = b'X';
+    std::fs::write(&path, &bytes).unwrap();
+    let message = format!("{:#}", Index::open(&hnsw).err().unwrap());
+    assert!(
+        message.contains(GRAPH) && message.contains("rebuild"),
+        "{message}"
+    );
+
+    std::fs::remove_file(&path).unwrap();
+    let message = format!("{:#}", Index::open(&hnsw).err().unwrap());
+    assert!(
+        message.contains(GRAPH) && message.contains("missing"),
+        "{message}"
+    );
+}
+
+/// Opening and searching a freshly built index hashes nothing (seals match: one `stat` per
+/// file); a file whose seal no longer matches is hashed, served if its bytes are the built
+/// ones and refused if not; an index from before seals is hashed as before.
+#[test]
+fn open_hashes_only_files_changed_since_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, flat, hnsw) = flat_and_hnsw(dir.path());
+    for index in [&flat, &hnsw] {
+        let manifest = index::Manifest::read(index).unwrap();
+        assert!(
+            manifest.files.values().all(|f| f.seal.is_some()),
+            "{manifest:?}"
+        );
+        let before = integrity::bytes_hashed();
+        assert_eq!(dense_hits(index, None, None).len(), 10);
+        assert_eq!(integrity::bytes_hashed(), before, "{}", index.display());
+    }
+
+    // Same bytes, new change time (a chmod to the same mode): hashed, and served.
+    let docs = flat.join("docs.jsonl");
+    let mode = std::fs::metadata(&docs).unwrap().permissions().mode();
+    std::fs::set_permissions(&docs, std::fs::Permissions::from_mode(mode)).unwrap();
+    let before = integrity::bytes_hashed();
+    Index::open(&flat).unwrap();
+    let size = std::fs::metadata(&docs).unwrap().len();
+    assert!(integrity::bytes_hashed() - before >= size);
+
+    // One byte changed in place, its size kept: refused when the index opens.
+    let mut bytes = std::fs::read(&docs).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    std::fs::write(&docs, &bytes).unwrap();
+    let message = format!("{:#}", Index::open(&flat).err().unwrap());
+    assert!(
+        message.contains("docs.jsonl") && message.contains("checksum"),
+        "{message}"
+    );
+    bytes[at] ^= 0x01;
+    std::fs::write(&docs, &bytes).unwrap();
+
+    // An index from before seals (and before --ann): opens, its files hashed as before.
+    let path = flat.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    for record in manifest["files"].as_object_mut().unwrap().values_mut() {
+        record.as_object_mut().unwrap().remove("seal");
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let before = integrity::bytes_hashed();
+    assert_eq!(dense_hits(&flat, None, None).len(), 10);
+    assert!(integrity::bytes_hashed() - before >= size);
+}
