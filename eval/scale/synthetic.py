@@ -253,6 +253,46 @@ def recall(rag, index, questions_file, name, flags, runs):
             "both@5": round(cell["all_supporting"]["5"], 4), "flags": flags}
 
 
+def summarise(results):
+    """results/synthetic/summary.md: one row per result file, the issue's numbers side by side."""
+    rows = []
+    for name in sorted(os.listdir(results), key=lambda n: (len(n), n)):
+        if not name.endswith(".json"):
+            continue
+        r = json.load(open(os.path.join(results, name)))
+        g = lambda *path: _dig(r, path)
+        modes = g("serve", "modes") or {}
+        lat = lambda m: f"{modes[m]['p50_ms']:.0f} / {modes[m]['p99_ms']:.0f}" if m in modes else "-"
+        pct = lambda v: f"{100 * v:.1f}" if isinstance(v, (int, float)) else "-"
+        rows.append(
+            f"| {r['label']} | {g('build', 'wall_s') or '-'} | {g('build', 'peak_rss_mib') or '-'} "
+            f"| {g('disk_mib', 'dense') or '-'} / {g('disk_mib', 'index') or '-'} "
+            f"| {g('search_process', 'cold_cache_s') or '-'} / {g('search_process', 'warm_cache_s') or '-'} "
+            f"| {g('serve', 'ready_s') or '-'} | {g('serve', 'rss_steady_mib') or '-'} "
+            f"| {lat('dense')} | {lat('bm25')} | {lat('fusion-two-hop')} "
+            f"| {pct(g('recall', 'dense', 'recall@5'))} / {pct(g('recall', 'dense', 'both@5'))} "
+            f"| {pct(g('recall', 'default', 'recall@5'))} / {pct(g('recall', 'default', 'both@5'))} "
+            f"| {', '.join(g('verify', 'lines') or []) or '-'} | {', '.join(f'{x:.1f}' for x in r.get('load_average_after', [])) or '-'} |"
+        )
+    with open(os.path.join(results, "summary.md"), "w") as f:
+        f.write("# Scale harness results (eval/scale/synthetic.py)\n\n")
+        f.write("Times in seconds, memory and disk in MiB, latencies p50 / p99 in ms of warm `/search` "
+                "(one client), recall in % of the 1,186 distractor questions (R@5 / both@5).\n\n")
+        f.write("| run | build s | build peak | dense / whole index on disk | cold / warm-cache `rag search` s "
+                "| serve ready s | serve RSS | dense | BM25 | fusion two-hop | dense R@5 / both@5 "
+                "| default pipeline R@5 / both@5 | HNSW recall@10 vs flat | load after |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write("\n".join(rows) + "\n")
+
+
+def _dig(value, path):
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, required=True, help="documents in all, real ones included")
@@ -272,8 +312,11 @@ def main():
 
     rng = np.random.default_rng(args.seed)
     files = sample_files(args.data)
-    label = f"n{args.n}-L{args.layers}-d{args.dim}"
-    work = os.path.join(args.work, label)
+    base = f"n{args.n}-L{args.layers}-d{args.dim}"
+    # Index flags (e.g. --ann=hnsw:32) name their own index and result; rows and texts are shared.
+    suffix = "".join("-" + re.sub(r"[^A-Za-z0-9]+", "", f) for f in args.index_flag)
+    label = base + suffix
+    work = os.path.join(args.work, base)
     os.makedirs(work, exist_ok=True)
     results = os.path.join(HERE, "results", "synthetic")
     os.makedirs(results, exist_ok=True)
@@ -305,7 +348,7 @@ def main():
         write_texts(texts, synthetic, files, rng)
         corpus.append(texts)
 
-    index = os.path.join(work, "index")
+    index = os.path.join(work, "index" + suffix)
     if "build" not in result:
         log(f"{label}: rag index")
         cmd = ["nice", args.rag, "index", "--index", index, "--layers", str(args.layers), "--dim", str(args.dim),
@@ -319,6 +362,14 @@ def main():
                           "bm25": round(du_mib(os.path.join(index, "bm25")), 1),
                           "docs": round(os.path.getsize(os.path.join(index, "docs.jsonl")) / 2**20, 1)}
     save()
+
+    if any(f.startswith("--ann") for f in args.index_flag) and "verify" not in result:
+        # Every file hashed, and each graph's recall@10 against flat at the default efSearch.
+        started = time.time()
+        out = subprocess.run(["nice", args.rag, "index", "--verify", "--index", index], capture_output=True, text=True)
+        result["verify"] = {"wall_s": round(time.time() - started, 1), "exit": out.returncode,
+                            "lines": [l for l in (out.stdout + out.stderr).splitlines() if "recall" in l]}
+        save()
 
     questions = [r["question"] for r in json.load(open(files[0]))]
     search = ["nice", args.rag, "search", questions[0], "--index", index]
@@ -339,7 +390,7 @@ def main():
     result["serve"] = serve_measure(args.rag, index, questions[: args.latency_questions], modes, [])
     save()
 
-    runs = os.path.join(work, "runs")
+    runs = os.path.join(work, "runs" + suffix)
     log(f"{label}: recall")
     result["recall"] = {
         "dense": recall(args.rag, index, files[0], "dense", ["--mode", "dense", "--hops", "1"] + args.eval_flag, runs),
@@ -349,6 +400,7 @@ def main():
                       "frequencies) are easier than real ones: recall is an upper bound for a real corpus of this size")
     result["load_average_after"] = list(os.getloadavg())
     save()
+    summarise(results)
     print(json.dumps(result, indent=1))
 
 
