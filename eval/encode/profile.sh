@@ -9,7 +9,6 @@ cd "$(dirname "$0")/../.."
 LABEL=${1:?usage: profile.sh LABEL}
 DATA=${RAG_DATA:-../shared/data}
 MODEL=${RAG_MODEL:-data/models/all-MiniLM-L6-v2}
-[ -d "$MODEL" ] || MODEL=/work/main/data/models/all-MiniLM-L6-v2
 OUT=eval/encode
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 nice cargo build --release -q --example encode_profile

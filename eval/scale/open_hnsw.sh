@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 new=${1:-${CARGO_TARGET_DIR:-target}/release/rag}
-old=${2:-/work/main/rag}
+old=${2:?OLD_RAG: a build of main before per-file seals (e.g. 1e757b1)}
 model=${MODEL:-data/models/all-MiniLM-L6-v2}
 # The first RECORDS (100) records of the distractor sample by default: on this shared machine
 # encoding ran at a few paragraphs a second while this was measured.

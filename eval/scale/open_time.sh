@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cold `rag search` on a copy of a built index (default /work/main/index/default: 19k paragraphs,
+# Cold `rag search` on a copy of a built index (default index/default: 19k paragraphs,
 # depths 1, 3, 6 at 384 dims), main's binary against this branch's (issue 53, item 3):
 #   [MODEL=DIR] eval/scale/open_time.sh [NEW_RAG] [OLD_RAG] [INDEX]
 # The copy's manifest gets each copied file's seal (inode and change time; sha256 and generation
@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 new=${1:-${CARGO_TARGET_DIR:-target}/release/rag}
-old=${2:-/work/main/rag}
-source_index=${3:-/work/main/index/default}
+old=${2:?OLD_RAG: a build of main before per-file seals (e.g. 1e757b1)}
+source_index=${3:-index/default}
 model=${MODEL:-data/models/all-MiniLM-L6-v2}
 out=eval/scale/results/open_time
 work=$(mktemp -d)
