@@ -31,21 +31,12 @@ fn gz(bytes: &[u8]) -> Vec<u8> {
 
 /// `rag index` of `corpus` into `index` with the tiny model, `--max-length 64`, `--json`.
 fn index_json(model: &Path, corpus: &Path, index: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "index",
-        "--model",
-        model.to_str().unwrap(),
-        "--corpus",
-        corpus.to_str().unwrap(),
-        "--index",
-        index.to_str().unwrap(),
-        "--layers",
-        "1",
-        "--max-length",
-        "64",
-        "--json",
-    ];
-    args.extend_from_slice(extra);
+    let flags = [
+        &["--layers", "1", "--max-length", "64", "--json"][..],
+        extra,
+    ]
+    .concat();
+    let args = common::index_args(model, &[corpus], index, &flags);
     common::rag().args(&args).output().unwrap()
 }
 
@@ -124,19 +115,13 @@ fn a_mixed_folder_is_read_in_order_without_hidden_files_and_counted_by_kind() {
     assert!(out.status.success());
     assert_eq!(stored(&again), stored(&index));
     // The summary line names the kinds.
-    let plain = common::succeed(&[
-        "index",
-        "--model",
-        model.to_str().unwrap(),
-        "--corpus",
-        folder.to_str().unwrap(),
-        "--index",
-        tmp.path().join("third").to_str().unwrap(),
-        "--layers",
-        "1",
-        "--max-length",
-        "64",
-    ]);
+    let third = tmp.path().join("third");
+    let plain = common::succeed(&common::index_args(
+        &model,
+        &[&folder],
+        &third,
+        &["--layers", "1", "--max-length", "64"],
+    ));
     assert!(
         plain.contains("files: 1 html, 1 json, 1 markdown, 2 text; 1 of no kind read, ignored"),
         "{plain}"

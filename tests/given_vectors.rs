@@ -112,21 +112,20 @@ fn given_vectors_build_the_index_encoding_builds() {
         assert!(!dir.join("manifest.json").exists(), "{name}");
     }
     std::fs::remove_file(&layer3).unwrap();
-    let line = common::refused(&[
-        "index",
-        "--model",
-        model.to_str().unwrap(),
-        "--corpus",
-        corpus.to_str().unwrap(),
-        "--index",
-        tmp.path().join("missing").to_str().unwrap(),
-        "--layers",
-        "1,3",
-        "--dim",
-        "16",
-        "--vectors-from",
-        rows.to_str().unwrap(),
-    ]);
+    let missing = tmp.path().join("missing");
+    let line = common::refused(&common::index_args(
+        &model,
+        &[&corpus],
+        &missing,
+        &[
+            "--layers",
+            "1,3",
+            "--dim",
+            "16",
+            "--vectors-from",
+            rows.to_str().unwrap(),
+        ],
+    ));
     assert!(
         line.contains("--vectors-from") && line.contains("layer-3.f32"),
         "{line}"

@@ -116,17 +116,13 @@ fn dim_stores_that_width_and_serves_every_size_up_to_it() {
     assert_eq!(json["dim"], 8);
 
     // More than the model has is refused before anything is encoded.
-    let line = common::refused(&[
-        "index",
-        "--model",
-        model.to_str().unwrap(),
-        "--corpus",
-        corpus.to_str().unwrap(),
-        "--index",
-        tmp.path().join("wide").to_str().unwrap(),
-        "--dim",
-        "33",
-    ]);
+    let wide = tmp.path().join("wide");
+    let line = common::refused(&common::index_args(
+        &model,
+        &[&corpus],
+        &wide,
+        &["--dim", "33"],
+    ));
     assert!(line.contains("--dim 33 is outside 1..=32"), "{line}");
     assert!(!tmp.path().join("wide").exists());
 }

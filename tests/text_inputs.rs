@@ -97,21 +97,11 @@ fn an_untitled_paragraph_is_a_named_bad_record() {
     .unwrap();
     let index = tmp.path().join("index");
     let args = |extra: &[&str]| {
-        let mut args = vec![
-            "index",
-            "--model",
-            model.to_str().unwrap(),
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--index",
-            index.to_str().unwrap(),
-            "--layers",
-            "1",
-            "--dim",
-            "16",
-        ];
-        args.extend_from_slice(extra);
-        args.into_iter().map(String::from).collect::<Vec<_>>()
+        let flags = [&["--layers", "1", "--dim", "16"][..], extra].concat();
+        common::index_args(&model, &[&corpus], &index, &flags)
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()
     };
     let error = common::refused(&args(&[]));
     assert!(

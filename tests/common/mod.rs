@@ -71,25 +71,32 @@ pub fn refused<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S]) -> String {
     stderr
 }
 
-/// `rag index` of `corpora` with `model` into `index`, at depths 1 and 3, size 16, chunks of 16
-/// tokens, `extra` appended; its stdout.
-pub fn tiny_index(model: &Path, corpora: &[&Path], index: &Path, extra: &[&str]) -> String {
+/// The arguments of `rag index` of `corpora` with `model` into `index`, `extra` appended.
+pub fn index_args<'a>(
+    model: &'a Path,
+    corpora: &[&'a Path],
+    index: &'a Path,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec!["index", "--model", model.to_str().unwrap()];
     for corpus in corpora {
         args.extend(["--corpus", corpus.to_str().unwrap()]);
     }
-    args.extend([
-        "--index",
-        index.to_str().unwrap(),
-        "--layers",
-        "1,3",
-        "--dim",
-        "16",
-        "--chunk-size",
-        "16",
-    ]);
+    args.extend(["--index", index.to_str().unwrap()]);
     args.extend_from_slice(extra);
-    succeed(&args)
+    args
+}
+
+/// `rag index` of `corpora` with `model` into `index`, at depths 1 and 3, size 16, chunks of 16
+/// tokens, `extra` appended; its stdout.
+pub fn tiny_index(model: &Path, corpora: &[&Path], index: &Path, extra: &[&str]) -> String {
+    let tiny = ["--layers", "1,3", "--dim", "16", "--chunk-size", "16"];
+    succeed(&index_args(
+        model,
+        corpora,
+        index,
+        &[&tiny[..], extra].concat(),
+    ))
 }
 
 /// The flags of a retrieval-only `rag eval` (those after `eval --index DIR`) over `questions`
