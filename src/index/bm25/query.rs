@@ -48,11 +48,12 @@ impl QueryBuilder {
         if syntax == QuerySyntax::Tantivy {
             return self.parser.parse_query_lenient(text).0;
         }
+        let pieces = words(text);
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (field, analyzer) in &self.fields {
             // token_stream needs the analyzer mutably; searches share the builder.
             let mut analyzer = analyzer.clone();
-            for piece in words(text) {
+            for &piece in &pieces {
                 let mut terms = Vec::new();
                 let mut tokens = analyzer.token_stream(piece);
                 while let Some(token) = tokens.next() {
