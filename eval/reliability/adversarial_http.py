@@ -16,9 +16,13 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serving"))
+from common import stop  # noqa: E402
 
 KEY = "adversarial-key"
 TIMEOUT = 10.0
@@ -57,16 +61,6 @@ def start(rag, index, extra):
         time.sleep(0.2)
     stop(proc)
     return proc, None, "never ready"
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def request(addr, method, path, body=b"", headers=None, host=None, first_only=False):

@@ -34,7 +34,6 @@ import gzip
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -44,7 +43,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "eval", "serving"))
-from common import Client, wait_ready  # noqa: E402
+from common import Client, percentile, stop, wait_ready  # noqa: E402
 
 HEADER = 45  # bytes before the rows of a faiss IndexFlatL2 file
 WORD = re.compile(r"[A-Za-z0-9']+")
@@ -183,11 +182,6 @@ def du_mib(path):
     return int(subprocess.run(["du", "-sk", path], capture_output=True, text=True).stdout.split()[0]) / 1024
 
 
-def percentile(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
-
-
 def rss_mib(pid):
     with open(f"/proc/{pid}/status") as f:
         status = dict(line.split(":", 1) for line in f if ":" in line)
@@ -232,12 +226,7 @@ def serve_measure(rag, index, questions, modes, extra):
         out["rss_steady_mib"], out["rss_peak_mib"] = round(rss, 1), round(hwm, 1)
         return out
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=30)
 
 
 def recall(rag, index, questions_file, name, flags, runs):

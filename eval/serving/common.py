@@ -4,6 +4,7 @@ questions from HotpotQA, sentences from STS-B, and reading the server's /health 
 import http.client
 import json
 import os
+import subprocess
 import time
 
 DEFAULT_QUESTIONS = os.path.join(
@@ -99,3 +100,22 @@ def server_errors(addr):
     """5xx counts by series, leaving out the intended ones: 503 (queue full, loading)."""
     return {k: v for k, v in metrics(addr).items()
             if k.startswith("rag_http_requests_total") and 'status="5' in k and 'status="503"' not in k}
+
+
+def stop(proc, timeout=5.0):
+    """Stops a server started by a run, by its process: SIGTERM, then SIGKILL after `timeout` s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def percentile(values, q):
+    """The q-th percentile (0-100) of values, the nearest rank; None for none."""
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]

@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DEFAULT_QUESTIONS, Client, questions, wait_ready  # noqa: E402
+from common import DEFAULT_QUESTIONS, Client, percentile, questions, stop, wait_ready  # noqa: E402
 
 
 def paragraphs(path, count, max_chars):
@@ -60,23 +60,6 @@ def start_server(rag, index, extra):
             return proc, m.group(1)
     stop(proc)
     raise SystemExit(f"rag serve did not start: {proc.returncode}")
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def percentile(values, q):
-    if not values:
-        return None
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
 def summary(ms):
