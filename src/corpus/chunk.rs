@@ -168,31 +168,26 @@ impl Chunker {
         budget: usize,
         out: &mut Vec<Unit>,
     ) {
-        let tokens = self.count(&text[range.clone()], false);
-        if tokens <= budget {
-            out.push(Unit {
-                block,
-                range,
-                tokens,
-                block_tokens: None,
-            });
-            return;
-        }
         let piece = &text[range.clone()];
-        // Cut at the white space nearest the middle, else at the middle character.
-        let middle = piece.len() / 2;
-        let cut = piece
-            .char_indices()
-            .filter(|(_, c)| c.is_whitespace())
-            .map(|(i, _)| i)
-            .min_by_key(|&i| i.abs_diff(middle))
-            .unwrap_or_else(|| {
-                (middle..piece.len())
-                    .find(|&i| piece.is_char_boundary(i))
-                    .unwrap_or(piece.len())
-            });
-        if cut == 0 || cut >= piece.len() {
-            // One character over the budget: nothing left to cut.
+        let tokens = self.count(piece, false);
+        // Over the budget: cut at the white space nearest the middle, else at the middle
+        // character; a piece of one character has nothing left to cut and stays whole.
+        let cut = (tokens > budget)
+            .then(|| {
+                let middle = piece.len() / 2;
+                piece
+                    .char_indices()
+                    .filter(|(_, c)| c.is_whitespace())
+                    .map(|(i, _)| i)
+                    .min_by_key(|&i| i.abs_diff(middle))
+                    .unwrap_or_else(|| {
+                        (middle..piece.len())
+                            .find(|&i| piece.is_char_boundary(i))
+                            .unwrap_or(piece.len())
+                    })
+            })
+            .filter(|&cut| cut > 0 && cut < piece.len());
+        let Some(cut) = cut else {
             out.push(Unit {
                 block,
                 range,
@@ -200,7 +195,7 @@ impl Chunker {
                 block_tokens: None,
             });
             return;
-        }
+        };
         let left = range.start..range.start + piece[..cut].trim_end().len();
         let right_start =
             range.start + cut + (piece[cut..].len() - piece[cut..].trim_start().len());
