@@ -466,6 +466,55 @@ fn the_yes_no_bias_decides_yes_or_no_on_the_real_model() {
     }
 }
 
+/// On every generator present: with `yes_no_facts`, an answer that opens with yes or no is
+/// decided after the model has written facts (returned beside the answer), the answer is the
+/// yes or the no alone, and the bias applies to the margin read after the facts; an answer
+/// that is neither writes no facts.
+#[test]
+fn yes_no_answers_are_decided_after_the_facts_on_the_real_model() {
+    let llms = common::all_llms("yes_no_answers_are_decided_after_the_facts_on_the_real_model");
+    let passages = zorbland();
+    let with_bias = |bias: f32| GeneratorOptions {
+        yes_no_bias: bias,
+        yes_no_facts: true,
+        ..Default::default()
+    };
+    let question = "Was the mayor of Quimby born in Vesk?";
+    for llm in llms {
+        let name = llm.display();
+        let (text, generation) = generated(&llm, &with_bias(0.0), &passages, question);
+        let facts = generation.yes_no_facts.clone();
+        let margin = generation.yes_no_margin;
+        assert!(
+            facts.as_deref().is_some_and(|f| f.len() > 2) && generation.stop == "yes_no",
+            "{name}: {text:?} {generation:?}"
+        );
+        let margin = margin.unwrap_or_else(|| panic!("{name}: no margin"));
+        let word = text.trim().to_lowercase();
+        assert_eq!(
+            word,
+            if margin > 0.0 { "yes" } else { "no" },
+            "{name}: {margin}"
+        );
+        // The facts are greedy, so the same margin comes back; a bias past it flips the answer.
+        let (flipped, again) = generated(&llm, &with_bias(margin.abs() + 1.0), &passages, question);
+        assert_eq!(again.yes_no_margin, Some(margin), "{name}");
+        assert_eq!(flipped.trim().to_lowercase(), "no", "{name}: {margin}");
+        let (yes, _) = generated(&llm, &with_bias(-margin.abs() - 1.0), &passages, question);
+        assert_eq!(yes.trim().to_lowercase(), "yes", "{name}: {margin}");
+        let (capital, other) = generated(
+            &llm,
+            &with_bias(0.0),
+            &passages,
+            "What is the capital of Zorbland?",
+        );
+        assert!(
+            capital.contains("Quimby") && other.yes_no_facts.is_none(),
+            "{name}: {capital} {other:?}"
+        );
+    }
+}
+
 /// On every generator present: an answer naming one of the question's two options records the
 /// margin between their log-probabilities, and the bias decides the option on either side of
 /// it; with the choice off the greedy answer stands and nothing is recorded.

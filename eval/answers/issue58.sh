@@ -8,6 +8,8 @@
 #                                      # merged into runs/answers-issue58-n300 (+ compare.json)
 #   eval/answers/issue58.sh yes-no     # fullwiki yes/no questions, bias 0, prior margins recorded;
 #                                      # bias.py raw and calibrated
+#   eval/answers/issue58.sh yes-no-facts  # the same questions decided after the facts
+#                                      # (--yes-no-facts true), bias 0; bias.py raw
 #   eval/answers/issue58.sh timing     # the warm ask's time split (time_split.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +17,7 @@ RAG=${RAG:-./rag}
 DATA=${RAG_DATA:-../shared/data}
 TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
-stage=${1:?stage: contexts, changed, yes-no or timing}
+stage=${1:?stage: contexts, changed, yes-no, yes-no-facts or timing}
 summary() { grep -E '^\| [0-9]' || true; }
 case "$stage" in
 contexts)
@@ -35,7 +37,7 @@ changed)
   python3 eval/answers/compare.py "$RUNS/answers-sentence-links-n300" "$RUNS/answers-issue58-n300" \
     --out "$RUNS/answers-issue58-n300/compare.json"
   ;;
-yes-no)
+yes-no|yes-no-facts)
   YES_NO=$TUNING/yes_no_questions.json
   python3 - "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$YES_NO" <<'PY'
 import json, sys
@@ -43,10 +45,17 @@ records = json.load(open(sys.argv[1]))
 kept = [r for r in records if r["answer"].strip().lower() in ("yes", "no")]
 json.dump(kept, open(sys.argv[2], "w"))
 PY
-  "$RAG" eval --questions "$YES_NO" --runs-dir "$TUNING" --name yes-no-greedy-issue58 --yes-no-bias 0 --yes-no-prior | summary
-  python3 eval/answers/bias.py yes-no "$TUNING/yes-no-greedy-issue58" --out "$TUNING/yes-no-greedy-issue58/bias.json"
-  python3 eval/answers/bias.py yes-no "$TUNING/yes-no-greedy-issue58" --calibrated \
-    --out "$TUNING/yes-no-greedy-issue58/bias-calibrated.json"
+  if [ "$stage" = yes-no ]; then
+    name=yes-no-greedy-issue58; flags=(--yes-no-prior)
+  else
+    name=yes-no-facts; flags=(--yes-no-facts true)
+  fi
+  "$RAG" eval --questions "$YES_NO" --runs-dir "$TUNING" --name "$name" --yes-no-bias 0 "${flags[@]}" | summary
+  python3 eval/answers/bias.py yes-no "$TUNING/$name" --out "$TUNING/$name/bias.json"
+  if [ "$stage" = yes-no ]; then
+    python3 eval/answers/bias.py yes-no "$TUNING/$name" --calibrated \
+      --out "$TUNING/$name/bias-calibrated.json"
+  fi
   ;;
 timing)
   python3 eval/answers/time_split.py --rag "$RAG" --limit "${TIMING_QUESTIONS:-20}" --out eval/answers/timing

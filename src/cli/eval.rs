@@ -159,6 +159,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             yes_no_bias: llm.yes_no_bias,
             option_bias: llm.option_bias.0,
             extractive: llm.extractive,
+            yes_no_facts: llm.yes_no_facts,
         });
     let config = RunConfig::of(
         RunAsked {

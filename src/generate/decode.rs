@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::answer_text::AnswerText;
 use super::cache::Cached;
 use super::extractive::Spans;
+use super::facts;
 use super::options::{self, OptionChoice};
 use super::Generator;
 use crate::progress::ms_since;
@@ -24,10 +25,14 @@ pub struct Generation {
     /// Prompt tokens whose KV state was reused from the previous prompt, not evaluated.
     pub reused_tokens: usize,
     pub generated_tokens: usize,
-    /// Why generation stopped: "eog", "newline" or "max_tokens".
+    /// Why generation stopped: "eog", "newline", "max_tokens", "stopped" or "yes_no" (decided
+    /// after the facts).
     pub stop: &'static str,
     /// The yes-token's logit minus the no-token's, when the answer opened with yes or no.
     pub yes_no_margin: Option<f32>,
+    /// What the model wrote about the question before its yes or no (with `yes_no_facts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub yes_no_facts: Option<String>,
     /// The same margin for the question asked with no documents (with `yes_no_prior`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub yes_no_prior: Option<f32>,
@@ -59,7 +64,6 @@ impl Generator {
         let started = Instant::now();
         let (mut batch, reused) = cached.evaluate(tokens, self.options.reuse_prefix)?;
         let prompt_eval_ms = ms_since(started);
-        let ctx = &mut cached.ctx;
         let vocab = model.vocab();
 
         let started = Instant::now();
@@ -69,21 +73,40 @@ impl Generator {
         let mut pieces = Vec::new();
         let mut generated = 0;
         let mut yes_no_margin = None;
+        let mut yes_no_facts = None;
+        let bias = self.options.yes_no_bias;
         let stop = loop {
             let at = batch.n_tokens() - 1;
-            let mut token = sampler.sample(ctx, at);
+            let mut token = sampler.sample(&cached.ctx, at);
             if let Some(spans) = spans {
                 token = spans.pick(
                     token,
-                    ctx.get_logits_ith(at),
+                    cached.ctx.get_logits_ith(at),
                     &pieces,
                     |t| vocab.token_to_piece(t, false, None),
                     |t| vocab.is_eog(t),
                 );
             }
-            if generated == 0 {
-                let logits = ctx.get_logits_ith(at);
-                let choice = self.yes_no.choose(token, logits, self.options.yes_no_bias);
+            if generated == 0 && self.options.yes_no_facts && self.yes_no.says_yes_or_no(token) {
+                let (text, _, after) = facts::write(model, cached)?;
+                batch = after;
+                let logits = cached.ctx.get_logits_ith(batch.n_tokens() - 1);
+                if let Some(decided) = self.yes_no.decide(logits, bias) {
+                    yes_no_facts = Some(text);
+                    yes_no_margin = decided.margin;
+                    // The answer is the yes or the no alone: what follows it is commentary.
+                    let piece = vocab.token_to_piece(decided.token, false, None);
+                    answer.push(&piece, &mut |text: &str| {
+                        if choice.is_none() {
+                            on_token(text);
+                        }
+                    });
+                    generated += 1;
+                    break "yes_no";
+                }
+            } else if generated == 0 {
+                let logits = cached.ctx.get_logits_ith(at);
+                let choice = self.yes_no.choose(token, logits, bias);
                 token = choice.token;
                 yes_no_margin = choice.margin;
             }
@@ -111,7 +134,9 @@ impl Generator {
             }
             batch.clear();
             batch.add(token, cached.tokens.len() as i32, &[0], true)?;
-            ctx.decode(&mut batch)
+            cached
+                .ctx
+                .decode(&mut batch)
                 .map_err(|e| anyhow!("decoding: {e}"))?;
             cached.tokens.push(token);
         };
@@ -145,6 +170,7 @@ impl Generator {
             generated_tokens: generated,
             stop,
             yes_no_margin,
+            yes_no_facts,
             yes_no_prior: None,
             option_choice,
             prompt_eval_ms,

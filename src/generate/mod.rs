@@ -18,6 +18,7 @@ mod answer_text;
 mod cache;
 mod decode;
 pub mod extractive;
+pub mod facts;
 pub mod gguf;
 pub mod options;
 pub mod prompt;
@@ -64,6 +65,9 @@ pub struct GeneratorOptions {
     /// An answer that opens with yes or no says "yes" only if the yes-token's logit beats the
     /// no-token's by more than this (0: greedy); see [`yes_no`].
     pub yes_no_bias: f32,
+    /// Decide an answer that opens with yes or no after the model has written the documents'
+    /// facts about the question ([`facts`]); the bias then applies to the margin read after them.
+    pub yes_no_facts: bool,
     /// An answer naming one of the two options a question ends with ("..., A or B?") is the
     /// first option only if its log-probability beats the second's by more than this; `None`
     /// (the default: on the fullwiki questions no bias beat greedy answers by more than one
@@ -87,6 +91,7 @@ impl Default for GeneratorOptions {
             verbose: false,
             reuse_prefix: true,
             yes_no_bias: DEFAULT_YES_NO_BIAS,
+            yes_no_facts: false,
             option_bias: None,
             extractive: false,
             yes_no_prior: false,
@@ -257,7 +262,12 @@ impl Generator {
         if tokens.is_empty() {
             bail!("the prompt is empty");
         }
-        let needed = tokens.len() + self.options.max_tokens;
+        let facts_room = if self.options.yes_no_facts {
+            facts::room()
+        } else {
+            0
+        };
+        let needed = tokens.len() + self.options.max_tokens + facts_room;
         if needed > self.ctx_size as usize {
             bail!(
                 "the prompt has {} tokens; with --max-tokens {} it overflows the {}-token context",

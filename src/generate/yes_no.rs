@@ -58,16 +58,25 @@ impl YesNoTokens {
             token: greedy,
             margin: None,
         };
-        if !self.yes.contains(&greedy) && !self.no.contains(&greedy) {
+        if !self.says_yes_or_no(greedy) {
             return unchanged;
         }
-        let Some((yes, no, margin)) = self.sides(logits) else {
-            return unchanged;
-        };
-        Choice {
+        self.decide(logits, bias).unwrap_or(unchanged)
+    }
+
+    /// Whether `token` opens a yes or a no.
+    pub fn says_yes_or_no(&self, token: LlamaToken) -> bool {
+        self.yes.contains(&token) || self.no.contains(&token)
+    }
+
+    /// The best token of the side the biased margin picks, whatever the greedy token; none for
+    /// a model without both.
+    pub fn decide(&self, logits: &[f32], bias: f32) -> Option<Choice> {
+        let (yes, no, margin) = self.sides(logits)?;
+        Some(Choice {
             token: if margin > bias { yes } else { no },
             margin: Some(margin),
-        }
+        })
     }
 }
 

@@ -293,6 +293,7 @@ pub fn retrieval_config(
         yes_no_bias: None,
         option_bias: None,
         extractive: false,
+        yes_no_facts: false,
         index: Some(index.to_path_buf()),
         rankings_from: None,
         precision: None,

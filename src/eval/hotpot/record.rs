@@ -82,6 +82,9 @@ pub struct RunConfig {
     /// `--extractive`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,
+    /// `--yes-no-facts`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub yes_no_facts: bool,
     pub index: Option<PathBuf>,
     /// The run whose recorded rankings this one reads instead of searching
     /// (`--rankings-from`); `index` then only supplies the documents.

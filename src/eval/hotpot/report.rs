@@ -354,6 +354,7 @@ mod tests {
             yes_no_bias: None,
             option_bias: None,
             extractive: false,
+            yes_no_facts: false,
             index: None,
             rankings_from: None,
             precision: None,

@@ -93,6 +93,7 @@ pub struct Answering {
     pub yes_no_bias: f32,
     pub option_bias: Option<f32>,
     pub extractive: bool,
+    pub yes_no_facts: bool,
 }
 
 /// What a run was asked to do.
@@ -139,6 +140,7 @@ impl RunConfig {
             yes_no_bias: answering.map(|a| a.yes_no_bias).filter(|&bias| bias != 0.0),
             option_bias: answering.and_then(|a| a.option_bias),
             extractive: answering.is_some_and(|a| a.extractive),
+            yes_no_facts: answering.is_some_and(|a| a.yes_no_facts),
             index: retriever.map(|r| r.index.dir.clone()),
             // Recorded rankings are read, not searched: no vectors of this run's.
             precision: retriever
