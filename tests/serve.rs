@@ -918,9 +918,9 @@ fn shutdown_drains_requests_in_flight_then_exits() {
 }
 
 /// Issue 17, case 1: rebuilding the index under a running server. The server keeps answering
-/// from the generation it has until the new one is fully open, then switches: its answers match
-/// the library on the new index, at every depth, and /health names the new generation. A new
-/// build that cannot be opened leaves the old generation served, and /health says why.
+/// from the build it has until the new one is fully open, then switches: its answers match
+/// the library on the new index, at every depth, and /health names the new build. A new
+/// build that cannot be opened leaves the old build served, and /health says why.
 #[test]
 fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -928,9 +928,9 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     let mut config = ServeConfig::default();
     config.limits.index_check = Duration::from_millis(50);
     let server = TestServer::ready(config, &index_dir, None);
-    let generation =
+    let build_id =
         |server: &TestServer| server.get("/health").json()["index"]["generation"].clone();
-    let first = generation(&server);
+    let first = build_id(&server);
     assert!(first.as_str().is_some_and(|g| g.len() == 16), "{first}");
     let search = |layers: usize| {
         let reply = server.post(
@@ -948,7 +948,7 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     let rebuilt = index::build(&common::tiny_build_options(&model, other, &index_dir)).unwrap();
     assert_eq!(rebuilt.documents, 150);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while generation(&server) == first {
+    while build_id(&server) == first {
         assert!(Instant::now() < deadline, "the server never switched");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -956,7 +956,7 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     assert_eq!(server.get("/health").json()["index"]["documents"], 150);
     assert_eq!(
         server.get("/health").json()["index"]["generation"],
-        library.index.generation()
+        library.index.build_id()
     );
     for layers in [3, 1] {
         let expected = library
@@ -975,8 +975,8 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
         );
     }
 
-    // A damaged generation is not switched to.
-    let served = generation(&server);
+    // A damaged build is not switched to.
+    let served = build_id(&server);
     let staged = tmp.path().join("staged");
     index::build(&common::tiny_build_options(
         &model,

@@ -192,11 +192,11 @@ fn run_merge(args: &IndexArgs) -> Result<()> {
         return print_json(&merged);
     }
     println!(
-        "{}: {} shards checked and merged, {} documents, generation {}",
+        "{}: {} shards checked and merged, {} documents, build {}",
         merged.index_dir.display(),
         merged.shards,
         merged.documents,
-        merged.generation
+        merged.build_id
     );
     Ok(())
 }
@@ -214,9 +214,9 @@ fn run_verify(args: &IndexArgs) -> Result<()> {
     }
     if verified.checksums {
         println!(
-            "{} is whole: generation {}, {} documents, {} files match their checksums, every vector and document reads back",
+            "{} is whole: build {}, {} documents, {} files match their checksums, every vector and document reads back",
             args.index.display(),
-            verified.generation,
+            verified.build_id,
             verified.documents,
             verified.files
         );

@@ -304,7 +304,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             .unwrap_or(0),
         reduce: reduce.clone(),
         files: BTreeMap::new(),
-        generation: String::new(),
+        build_id: String::new(),
         shard: options.shard.map(|spec| ShardRecord {
             spec,
             corpus_documents: checkpoint.corpus_documents,

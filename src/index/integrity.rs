@@ -149,8 +149,8 @@ fn key(relative: &Path) -> String {
         .join("/")
 }
 
-/// A generation's id: a digest of its files' checksums, so it names exactly what is served.
-pub fn generation_id(files: &BTreeMap<String, FileRecord>) -> String {
+/// A build's id: a digest of its files' checksums, so it names exactly what is served.
+pub fn build_id(files: &BTreeMap<String, FileRecord>) -> String {
     let mut hasher = Sha256::new();
     for (path, record) in files {
         hasher.update(format!("{path}\0{}\n", record.sha256));

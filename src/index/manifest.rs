@@ -120,9 +120,14 @@ pub struct Manifest {
     /// index from before checksums.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, FileRecord>,
-    /// The digest of `files` (see [`integrity::generation_id`]).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub generation: String,
+    /// The digest of `files` (see [`integrity::build_id`]). Written as `generation`, the name
+    /// indexes on disk have.
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        rename = "generation"
+    )]
+    pub build_id: String,
     /// Which shard of a sharded index this is (`rag index --shard`), if one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardRecord>,
@@ -246,9 +251,9 @@ impl Manifest {
                 manifest.format_version
             );
         }
-        // A generation is the digest of the file list: a manifest naming one had the list.
+        // A build id is the digest of the file list: a manifest naming one had the list.
         let had_checksums =
-            manifest.format_version >= CHECKSUMS_FORMAT_VERSION || !manifest.generation.is_empty();
+            manifest.format_version >= CHECKSUMS_FORMAT_VERSION || !manifest.build_id.is_empty();
         if had_checksums && manifest.files.is_empty() {
             bail!(super::flat_file::damaged(
                 &path,
@@ -262,22 +267,22 @@ impl Manifest {
         crate::files::write_json_atomic(&dir.join(MANIFEST_FILE), self)
     }
 
-    /// The generation id: the digest of the files (an index from before checksums is named by
+    /// The build id: the digest of the files (an index from before checksums is named by
     /// when it was built).
-    pub fn generation(&self) -> String {
-        if self.generation.is_empty() {
+    pub fn build_id(&self) -> String {
+        if self.build_id.is_empty() {
             format!("unchecked-{}", self.created_unix)
         } else {
-            self.generation.clone()
+            self.build_id.clone()
         }
     }
 
     /// Records the files now in `dir` (but the top-level entries named in `skip`, which are
-    /// not part of the index) and names the generation they make; the manifest is then written
+    /// not part of the index) and names the build they make; the manifest is then written
     /// last.
     pub fn seal(&mut self, dir: &Path, skip: &[&str]) -> Result<()> {
         self.files = integrity::record_files(dir, skip)?;
-        self.generation = integrity::generation_id(&self.files);
+        self.build_id = integrity::build_id(&self.files);
         Ok(())
     }
 

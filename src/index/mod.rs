@@ -17,7 +17,7 @@
 //! A sharded index is a directory of such indexes, one per shard, under a top manifest
 //! ([`sharded`]).
 //!
-//! An open [`Index`] is one generation of the directory: every file it reads is opened (or read
+//! An open [`Index`] is one build of the directory: every file it reads is opened (or read
 //! whole) when it opens, so a build that replaces the directory meanwhile changes nothing it
 //! answers. Opening never writes.
 
@@ -75,7 +75,7 @@ const OPEN_ATTEMPTS: usize = 3;
 pub struct Index {
     pub dir: PathBuf,
     /// The index's manifest; for a sharded index, the first shard's with the whole corpus's
-    /// document count and the top manifest's generation.
+    /// document count and the top manifest's build id.
     pub manifest: Manifest,
     parts: Vec<Part>,
     /// Set by [`Index::only_shard`]: the one part ranked.
@@ -85,12 +85,12 @@ pub struct Index {
 impl Index {
     /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]);
     /// a sharded index also has its shards checked against its top manifest. A build that
-    /// installs a new generation while this runs makes it start over, so that the files opened
-    /// are all of one generation.
+    /// installs a new one while this runs makes it start over, so that the files opened
+    /// are all of one build.
     pub fn open(dir: &Path) -> Result<Self> {
         for _ in 0..OPEN_ATTEMPTS {
             let index = Self::open_once(dir)?;
-            if generation_on_disk(dir).as_deref() == Some(index.generation().as_str()) {
+            if build_on_disk(dir).as_deref() == Some(index.build_id().as_str()) {
                 return Ok(index);
             }
         }
@@ -144,10 +144,10 @@ impl Index {
         }
     }
 
-    /// Names what this index holds: the digest of its files (see [`integrity::generation_id`]),
-    /// or of its shards' generations.
-    pub fn generation(&self) -> String {
-        self.manifest.generation()
+    /// Names what this index holds: the digest of its files (see [`integrity::build_id`]),
+    /// or of its shards' build ids.
+    pub fn build_id(&self) -> String {
+        self.manifest.build_id()
     }
 
     pub fn len(&self) -> u64 {
@@ -270,7 +270,7 @@ fn note_exact_search(manifest: &Manifest, dim: usize) {
     }
 }
 
-/// The file a new generation of the index in `dir` replaces last: its manifest, or the top
+/// The file a new build of the index in `dir` replaces last: its manifest, or the top
 /// manifest of a sharded index.
 pub fn top_manifest_file(dir: &Path) -> PathBuf {
     if sharded::is_sharded(dir) {
@@ -293,13 +293,13 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     Ok(top.combined(&Manifest::read(&dir.join(&first.dir))?))
 }
 
-/// The generation the index in `dir` holds now, as [`Index::generation`] names it, without
+/// The build the index in `dir` holds now, as [`Index::build_id`] names it, without
 /// opening it (`None`: no readable manifest).
-pub fn generation_on_disk(dir: &Path) -> Option<String> {
+pub fn build_on_disk(dir: &Path) -> Option<String> {
     if sharded::is_sharded(dir) {
-        ShardsManifest::read(dir).ok().map(|top| top.generation)
+        ShardsManifest::read(dir).ok().map(|top| top.build_id)
     } else {
-        Manifest::read(dir).ok().map(|m| m.generation())
+        Manifest::read(dir).ok().map(|m| m.build_id())
     }
 }
 

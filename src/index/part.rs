@@ -1,4 +1,4 @@
-//! One index directory opened for queries: the files of one generation, checked against its
+//! One index directory opened for queries: the files of one build, checked against its
 //! manifest. An unsharded index is one part; a sharded one is a part per shard ([`super::Index`]
 //! searches them together).
 

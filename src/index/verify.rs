@@ -14,7 +14,9 @@ use super::{dense_file, integrity, Index, Part};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Verified {
-    pub generation: String,
+    /// Written as `generation`, as before the index's builds had that name.
+    #[serde(rename = "generation")]
+    pub build_id: String,
     pub documents: u64,
     pub files: usize,
     /// False for an index from before checksums: its bytes could not be checked.
@@ -75,7 +77,7 @@ pub fn verify_at(dir: &Path, ef_search: usize) -> Result<Verified> {
         }
     }
     Ok(Verified {
-        generation: index.generation(),
+        build_id: index.build_id(),
         documents: index.len(),
         files,
         checksums,
@@ -102,7 +104,7 @@ fn verify_part(index: &Part) -> Result<Verified> {
         index.document(id)?;
     }
     Ok(Verified {
-        generation: manifest.generation(),
+        build_id: manifest.build_id(),
         documents: index.documents(),
         files: manifest.files.len(),
         checksums: !manifest.files.is_empty(),

@@ -28,7 +28,7 @@ const CANDIDATES: usize = 50;
 
 pub struct Retriever {
     pub index: Index,
-    /// Shared with the retriever of the index's next generation when it has the same encoder.
+    /// Shared with the retriever of the index's next build when it has the same encoder.
     pub encoder: Arc<Encoder>,
     pub tuning: Tuning,
     /// The index's title links, built on the first search that uses them.
@@ -49,7 +49,7 @@ impl Retriever {
         })
     }
 
-    /// The index in `index_dir` as it is now (another generation of it, after a rebuild), every
+    /// The index in `index_dir` as it is now (another build of it, after a rebuild), every
     /// vector file loaded; keeps this retriever's encoder when the new index was built with the
     /// same one and stores no deeper layer.
     pub fn reopen(&self, index_dir: &Path) -> Result<Self> {

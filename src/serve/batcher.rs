@@ -11,7 +11,7 @@
 //! per kind of search (faiss reads the vectors once for all of them instead of once each) while
 //! the next pass is encoded.
 //!
-//! Every job carries the generation of the index it was validated against (see
+//! Every job carries the build of the index it was validated against (see
 //! [`super::live`]), and is encoded and looked up with that one, whatever the server serves by
 //! the time it is answered.
 
@@ -111,7 +111,7 @@ struct Encoded {
     reply: oneshot::Sender<Result<SearchResponse>>,
 }
 
-/// What searches must share to be looked up in one call: the index generation (by address),
+/// What searches must share to be looked up in one call: the index build (by address),
 /// depth, size, strategy, k (the last two shape the ranking, not only its length) and efSearch.
 type LookupKey = (usize, usize, usize, Strategy, usize, Option<usize>);
 

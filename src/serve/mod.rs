@@ -6,7 +6,7 @@
 //! bounded queue that answers 503 with `Retry-After` when full. `GET /` is a web page on the
 //! same API ([`web`]).
 //!
-//! The index is served one generation at a time and replaced when a rebuild installs a new
+//! The index is served one build at a time and replaced when a rebuild installs a new
 //! one ([`live`]). Connections that do not send their request in time are closed ([`http`]),
 //! so shutdown waits only for requests that are being answered.
 
@@ -60,7 +60,7 @@ pub struct Limits {
     pub header_read: Duration,
     /// How long a request's body may take to arrive once its headers have (408 beyond).
     pub body_read: Duration,
-    /// How often the index's manifest is looked at for a new generation.
+    /// How often the index's manifest is looked at for a new build.
     pub index_check: Duration,
 }
 
@@ -210,11 +210,11 @@ where
             let ready = Ready::start(load()?, &app.config, &app.metrics)?;
             let retriever = ready.live.current();
             eprintln!(
-                "ready: encoder {}, index {} ({} documents, generation {}), generator {}",
+                "ready: encoder {}, index {} ({} documents, build {}), generator {}",
                 retriever.encoder.model_dir.display(),
                 retriever.index.dir.display(),
                 retriever.index.len(),
-                retriever.index.generation(),
+                retriever.index.build_id(),
                 ready.generator_name.as_deref().unwrap_or("none")
             );
             // Only this task sets it, once.

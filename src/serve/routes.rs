@@ -122,7 +122,7 @@ async fn search(
         check_k("ef_search", ef, 100_000)?;
     }
     let strategy = Strategy::new(body.mode, body.hops).map_err(ApiError::invalid_because)?;
-    // This request's generation of the index, from validation to its last document.
+    // This request's build of the index, from validation to its last document.
     let retriever = ready.live.current();
     let request = SearchRequest {
         query,
@@ -417,7 +417,8 @@ async fn health(State(app): App, Extension(who): Extension<Authorised>) -> Respo
         },
         "index": {
             "dir": retriever.index.dir,
-            "generation": retriever.index.generation(),
+            // `generation`: the name /health gave the build id before the index's builds had theirs.
+            "generation": retriever.index.build_id(),
             "reload_error": ready.live.reload_error(),
             "documents": retriever.index.len(),
             "layers": manifest.layers,
