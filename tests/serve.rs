@@ -18,7 +18,7 @@ use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
 use rag::index;
 use rag::retrieve::{Hit, Mode, Retriever, SearchRequest, Strategy};
-use rag::serve::{self, Answerer, LiveIndex, Models, ServeConfig};
+use rag::serve::{self, Answerer, Models, ReloadingIndex, ServeConfig};
 use serde_json::{json, Value};
 
 /// A tiny model (hidden size 32, 3 layers) and an index of 100 paragraphs at depths 1 and 3,
@@ -143,7 +143,7 @@ impl TestServer {
         let index_dir = index_dir.to_path_buf();
         let server = Self::start(config, move || {
             Ok(Models {
-                retriever: Arc::new(LiveIndex::new(Retriever::open(
+                retriever: Arc::new(ReloadingIndex::new(Retriever::open(
                     &index_dir,
                     None,
                     Precision::F32,
@@ -846,7 +846,7 @@ fn health_says_loading_until_the_models_are_in() {
     let server = TestServer::start(ServeConfig::default(), move || {
         let _ = wait.recv();
         Ok(Models {
-            retriever: Arc::new(LiveIndex::new(Retriever::open(
+            retriever: Arc::new(ReloadingIndex::new(Retriever::open(
                 &index_dir,
                 None,
                 Precision::F32,
@@ -1015,7 +1015,8 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
 fn a_restored_manifest_clears_the_reload_error() {
     let tmp = tempfile::tempdir().unwrap();
     let (_model, index_dir) = tiny_index(tmp.path());
-    let live = LiveIndex::new(Retriever::open(&index_dir, None, Precision::F32).unwrap()).unwrap();
+    let live =
+        ReloadingIndex::new(Retriever::open(&index_dir, None, Precision::F32).unwrap()).unwrap();
     let path = index_dir.join("manifest.json");
     let original = std::fs::read(&path).unwrap();
     // Replaced whole (a new inode), as an editor or a copy would.

@@ -12,7 +12,7 @@ use rag::index;
 use rag::progress::ProgressMode;
 
 use super::flags::{
-    ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, IndexArgs, NumberList, StrategyArgs,
+    ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, NumberList, OpenIndexArgs, StrategyArgs,
     DEFAULT_MODEL_DIR,
 };
 use super::print_json;
@@ -118,7 +118,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             layers: args.layers.clone().map(|l| l.0),
             dims: args.dims.clone().map(|d| d.0),
         })?;
-        let retriever = args.strategy.open(&IndexArgs {
+        let retriever = args.strategy.open(&OpenIndexArgs {
             index: dir,
             model: None,
             precision: args.encoder.precision,

@@ -62,7 +62,7 @@ pub struct EncoderArgs {
 
 /// The index a question is asked of, and the encoder that reads it.
 #[derive(Args, Debug, Clone)]
-pub struct IndexArgs {
+pub struct OpenIndexArgs {
     #[arg(long, env = "RAG_INDEX", default_value = rag::index::DEFAULT_INDEX_DIR)]
     pub index: PathBuf,
     /// Encoder to use; must be the one the index was built with (default: that one).
@@ -177,7 +177,7 @@ impl StrategyArgs {
     }
 
     /// The retriever of `index`, tuned by these flags.
-    pub fn open(&self, index: &IndexArgs) -> Result<Retriever> {
+    pub fn open(&self, index: &OpenIndexArgs) -> Result<Retriever> {
         Retriever::open(&index.index, index.model.as_deref(), index.precision.get())?
             .with_tuning(self.tuning())
     }

@@ -30,7 +30,9 @@ use super::given_vectors::GivenVectors;
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
 use super::sharded::{self, ShardSpec};
-use super::{bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, Part, Pca, PcaSpec};
+use super::{
+    bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, OpenDir, Pca, PcaSpec,
+};
 use crate::corpus::{self, Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
@@ -390,7 +392,7 @@ fn current_manifest(
     if !same {
         return None;
     }
-    if let Err(err) = Part::check_opens(index_dir) {
+    if let Err(err) = OpenDir::check_opens(index_dir) {
         eprintln!(
             "note: {} was built from this corpus but does not open ({err:#}); rebuilding it",
             index_dir.display()
@@ -455,7 +457,7 @@ fn encode_corpus(
         None => None,
     };
 
-    let mut stream = Owned {
+    let mut stream = BuildDocuments {
         stream: ParagraphStream::from_inputs(
             inputs.to_vec(),
             options.skip_bad,
@@ -557,13 +559,13 @@ fn encode_corpus(
 
 /// The corpus's documents that go into this build, each with its global id (its position in the
 /// deduplicated corpus): all of them, or a shard's.
-struct Owned {
+struct BuildDocuments {
     stream: ParagraphStream,
     shard: Option<ShardSpec>,
     position: u64,
 }
 
-impl Iterator for Owned {
+impl Iterator for BuildDocuments {
     type Item = Result<(u64, Paragraph)>;
 
     fn next(&mut self) -> Option<Self::Item> {

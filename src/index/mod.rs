@@ -31,7 +31,7 @@ pub mod given_vectors;
 pub mod integrity;
 pub mod lock;
 pub mod manifest;
-mod part;
+mod open_dir;
 pub mod pca;
 pub mod sharded;
 pub mod target;
@@ -46,7 +46,7 @@ pub use build::{build, BuildOptions, BuildSummary};
 pub use dense::DenseIndex;
 pub use docstore::DocStore;
 pub use manifest::Manifest;
-pub use part::Part;
+pub use open_dir::OpenDir;
 pub use pca::{Pca, PcaSpec};
 pub use sharded::{ShardSpec, ShardsManifest};
 pub use verify::{verify, verify_at, AnnRecall, Verified};
@@ -77,7 +77,7 @@ pub struct Index {
     /// The index's manifest; for a sharded index, the first shard's with the whole corpus's
     /// document count and the top manifest's build id.
     pub manifest: Manifest,
-    parts: Vec<Part>,
+    parts: Vec<OpenDir>,
     /// Set by [`Index::only_shard`]: the one part ranked.
     searched: Option<usize>,
 }
@@ -102,7 +102,7 @@ impl Index {
 
     fn open_once(dir: &Path) -> Result<Self> {
         if !sharded::is_sharded(dir) {
-            let part = Part::open(dir)?;
+            let part = OpenDir::open(dir)?;
             return Ok(Self {
                 dir: dir.to_path_buf(),
                 manifest: part.manifest.clone(),
@@ -137,7 +137,7 @@ impl Index {
     }
 
     /// The parts whose documents are ranked.
-    fn searched(&self) -> &[Part] {
+    fn searched(&self) -> &[OpenDir] {
         match self.searched {
             Some(i) => std::slice::from_ref(&self.parts[i]),
             None => &self.parts,
@@ -159,7 +159,7 @@ impl Index {
     }
 
     /// The directories searched together: the index itself, or each of its shards.
-    pub fn parts(&self) -> &[Part] {
+    pub fn parts(&self) -> &[OpenDir] {
         &self.parts
     }
 
@@ -191,7 +191,7 @@ impl Index {
     /// Loads every depth's vectors now rather than on first use, so that a damaged file is
     /// refused when the index opens (a server does this before it reports ready).
     pub fn preload(&self) -> Result<()> {
-        self.parts.iter().try_for_each(Part::preload)
+        self.parts.iter().try_for_each(OpenDir::preload)
     }
 
     /// The `k` nearest documents to each row-major query at a resolved depth and size, as
@@ -244,7 +244,7 @@ impl Index {
         syntax: bm25::QuerySyntax,
         k: usize,
     ) -> Result<Vec<(u64, f32)>> {
-        let indexes: Vec<&bm25::Bm25Index> = self.parts.iter().map(Part::bm25).collect();
+        let indexes: Vec<&bm25::Bm25Index> = self.parts.iter().map(OpenDir::bm25).collect();
         let mut lists = bm25::search_all(&indexes, question, syntax, k)?;
         if let Some(i) = self.searched {
             lists = vec![lists.swap_remove(i)];

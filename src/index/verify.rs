@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::ann::{recall_against_flat, DEFAULT_EF_SEARCH};
 use super::flat_file::damaged;
-use super::{dense_file, integrity, Index, Part};
+use super::{dense_file, integrity, Index, OpenDir};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Verified {
@@ -85,7 +85,7 @@ pub fn verify_at(dir: &Path, ef_search: usize) -> Result<Verified> {
     })
 }
 
-fn verify_part(index: &Part) -> Result<Verified> {
+fn verify_part(index: &OpenDir) -> Result<Verified> {
     let dir = &index.dir;
     integrity::check_recorded(dir, &index.manifest, integrity::Hashing::All)?;
     let manifest = &index.manifest;

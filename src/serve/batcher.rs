@@ -12,7 +12,7 @@
 //! the next pass is encoded.
 //!
 //! Every job carries the build of the index it was validated against (see
-//! [`super::live`]), and is encoded and looked up with that one, whatever the server serves by
+//! [`super::reloading`]), and is encoded and looked up with that one, whatever the server serves by
 //! the time it is answered.
 
 use std::collections::VecDeque;

@@ -37,7 +37,7 @@ pub trait Answerer: Send + Sync {
 
 /// The real answerer: the ask pipeline on the served index and the llama.cpp generator.
 pub struct RagAnswerer {
-    pub retriever: Arc<super::LiveIndex>,
+    pub retriever: Arc<super::ReloadingIndex>,
     pub generator: Generator,
     pub spec: PromptSpec,
 }

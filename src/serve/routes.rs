@@ -123,7 +123,7 @@ async fn search(
     }
     let strategy = Strategy::new(body.mode, body.hops).map_err(ApiError::invalid_because)?;
     // This request's build of the index, from validation to its last document.
-    let retriever = ready.live.current();
+    let retriever = ready.index.current();
     let request = SearchRequest {
         query,
         k: body.k,
@@ -203,7 +203,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
     )
     .map_err(ApiError::invalid_because)?;
     let (layers, dim) = ready
-        .live
+        .index
         .current()
         .resolve(
             &SearchRequest {
@@ -352,7 +352,7 @@ async fn embeddings(
         return Err(ApiError::invalid("`encoding_format` must be \"float\""));
     }
     let texts = embedding_inputs(body.input, limits.max_inputs, limits.max_text_bytes)?;
-    let retriever = ready.live.current();
+    let retriever = ready.index.current();
     let encoder = Arc::clone(&retriever.encoder);
     let depth = check_range(
         "layers",
@@ -400,7 +400,7 @@ async fn health(State(app): App, Extension(who): Extension<Authorised>) -> Respo
         let body = json!({"status": "loading", "models": {"encoder": null, "generator": null}});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     };
-    let retriever = ready.live.current();
+    let retriever = ready.index.current();
     let manifest = &retriever.index.manifest;
     let mut body = json!({
         "status": "ready",
@@ -419,7 +419,7 @@ async fn health(State(app): App, Extension(who): Extension<Authorised>) -> Respo
             "dir": retriever.index.dir,
             // `generation`: the name /health gave the build id before the index's builds had theirs.
             "generation": retriever.index.build_id(),
-            "reload_error": ready.live.reload_error(),
+            "reload_error": ready.index.reload_error(),
             "documents": retriever.index.len(),
             "layers": manifest.layers,
             "default_dim": manifest.default_dim,

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::ShardSpec;
 use crate::index::manifest::{Manifest, ModelIdentity, MANIFEST_FILE};
-use crate::index::{integrity, Part};
+use crate::index::{integrity, OpenDir};
 
 pub const SHARDS_FILE: &str = "shards.json";
 pub const SHARDS_FORMAT_VERSION: u32 = 1;
@@ -95,12 +95,12 @@ impl ShardsManifest {
     }
 
     /// Opens every shard, each checked against its own manifest and against this one.
-    pub fn open_shards(&self, dir: &Path) -> Result<Vec<Part>> {
+    pub fn open_shards(&self, dir: &Path) -> Result<Vec<OpenDir>> {
         self.shards
             .iter()
             .map(|entry| {
                 let shard_dir = dir.join(&entry.dir);
-                let part = Part::open(&shard_dir)
+                let part = OpenDir::open(&shard_dir)
                     .with_context(|| format!("shard {}", entry.dir))?;
                 if part.manifest.build_id() != entry.build_id
                     || part.manifest.documents != entry.documents
@@ -162,7 +162,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
         );
     }
     let mut shards = Vec::new();
-    let mut parts: Vec<Part> = Vec::new();
+    let mut parts: Vec<OpenDir> = Vec::new();
     for index in 0..count {
         let spec = ShardSpec { index, count };
         let shard_dir = spec.dir(dir);
@@ -174,7 +174,8 @@ pub fn merge(dir: &Path) -> Result<Merged> {
                 dir.display()
             );
         }
-        let part = Part::open(&shard_dir).with_context(|| format!("shard {}", spec.dir_name()))?;
+        let part =
+            OpenDir::open(&shard_dir).with_context(|| format!("shard {}", spec.dir_name()))?;
         integrity::check_recorded(&shard_dir, &part.manifest, integrity::Hashing::All)
             .with_context(|| format!("shard {}", spec.dir_name()))?;
         check_alike(&spec, &part.manifest, parts.first().map(|p| &p.manifest))?;
@@ -251,7 +252,7 @@ fn check_alike(spec: &ShardSpec, manifest: &Manifest, first: Option<&Manifest>) 
 
 /// Checks that the shards' ids are disjoint and cover `0..N`, N the corpus's document count;
 /// returns N.
-fn check_ids_cover_corpus(parts: &[Part]) -> Result<u64> {
+fn check_ids_cover_corpus(parts: &[OpenDir]) -> Result<u64> {
     let total = parts[0].manifest.shard.map_or(0, |s| s.corpus_documents);
     let mut seen = vec![false; total as usize];
     for part in parts {

@@ -21,7 +21,7 @@ const DERIVED_SIZES_KEPT: usize = 8;
 
 /// One index directory, opened for queries: an unsharded index, or one shard of a sharded one.
 /// Each depth's vectors are loaded on first use, from the file opened with the index.
-pub struct Part {
+pub struct OpenDir {
     pub dir: PathBuf,
     pub manifest: Manifest,
     /// A shard's documents' global ids, by local id (`None`: the two are the same).
@@ -45,7 +45,7 @@ struct DenseCache {
     derived: Vec<((usize, usize), Arc<DenseIndex>)>,
 }
 
-impl Part {
+impl OpenDir {
     /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]):
     /// sizes, headers and seals, and the checksum of a file read here whose seal does not match
     /// (vector files are checked the same way when they load).

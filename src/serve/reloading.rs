@@ -48,13 +48,13 @@ struct Watch {
     error: Option<String>,
 }
 
-pub struct LiveIndex {
+pub struct ReloadingIndex {
     dir: PathBuf,
     current: RwLock<Arc<Retriever>>,
     watch: Mutex<Watch>,
 }
 
-impl LiveIndex {
+impl ReloadingIndex {
     /// Serves `retriever`'s index, watching its directory for new builds. Its vectors (and
     /// title links) are loaded now, so that a damaged index is refused before the server
     /// reports ready and no request pays for the loading.
