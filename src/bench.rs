@@ -184,11 +184,10 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
     if questions.is_empty() {
         bail!("{} has no questions", options.questions.display());
     }
-    let (layers, dim) = retriever.index.manifest.resolve(
-        options.layers,
-        options.dim,
-        crate::index::manifest::Asker::Cli,
-    )?;
+    let (layers, dim) = retriever
+        .index
+        .manifest
+        .resolve(options.layers, options.dim)?;
     let latencies = options
         .modes
         .iter()

@@ -106,10 +106,20 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     assert!(!index::dense_file(&index_dir, 3, 32).exists());
     assert!(!index::dense_file(&index_dir, 1, 8).exists());
 
-    let err = search(Mode::Dense, Some(2), None).unwrap_err().to_string();
-    assert!(err.contains("no vectors for --layers 2"), "{err}");
-    let err = search(Mode::Dense, None, Some(33)).unwrap_err().to_string();
-    assert!(err.contains("--dim 33"), "{err}");
+    // Refusals are data (the command line words them: `refusals_suggest_only_what_would_work`).
+    let refusal = |err: anyhow::Error| err.downcast::<index::CellRefusal>().unwrap();
+    assert_eq!(
+        refusal(search(Mode::Dense, Some(2), None).unwrap_err()),
+        index::CellRefusal::LayersNotStored {
+            layers: 2,
+            stored: vec![1, 3]
+        }
+    );
+    let err = refusal(search(Mode::Dense, None, Some(33)).unwrap_err());
+    assert!(
+        matches!(err, index::CellRefusal::DimOutsideStored { dim: 33, .. }),
+        "{err}"
+    );
 
     // Another model (same shape, other weights) is refused.
     let other = tmp.path().join("other");

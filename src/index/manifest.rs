@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{CorpusFile, StreamStats};
 use crate::encoder::{Encoder, Pooling, Precision};
+use crate::index::cell::CellRefusal;
 use crate::index::integrity::{self, FileRecord};
 use crate::index::sharded::ShardSpec;
 use crate::index::{AnnSpec, PcaSpec};
@@ -146,23 +147,6 @@ pub struct ShardRecord {
     pub corpus_documents: u64,
 }
 
-/// How a depth or size was asked for, so that a refusal names what the asker can change: a
-/// command-line flag, or a JSON field of an HTTP request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Asker {
-    Cli,
-    Http,
-}
-
-impl Asker {
-    fn name(self, field: &str) -> String {
-        match self {
-            Asker::Cli => format!("--{field}"),
-            Asker::Http => format!("`{field}`"),
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredReduction {
     pub method: PcaSpec,
@@ -287,51 +271,38 @@ impl Manifest {
     }
 
     /// Resolves a query's depth and size against what is stored: `None` means the default (the
-    /// deepest stored depth, the size given at build time). Refusals name the flag or field
-    /// `asker` sets, and suggest a rebuild only where one would work.
+    /// deepest stored depth, the size given at build time). A refusal says what was refused
+    /// and why, for the front end to word.
     pub fn resolve(
         &self,
         layers: Option<usize>,
         dim: Option<usize>,
-        asker: Asker,
-    ) -> Result<(usize, usize)> {
+    ) -> Result<(usize, usize), CellRefusal> {
         let depth = layers.unwrap_or(*self.layers.last().expect("an index stores a depth"));
         if !self.layers.contains(&depth) {
-            let model_layers = self.model.num_layers;
-            let stored = join(&self.layers);
-            let field = asker.name("layers");
-            if depth == 0 || depth > model_layers {
-                bail!(
-                    "{field} {depth} is outside 1..={model_layers}, the depths of {} (the index stores {stored})",
-                    self.model.name
-                );
-            }
-            match asker {
-                Asker::Cli => bail!(
-                    "the index has no vectors for --layers {depth} (it stores {stored}); rebuild with `rag index --layers {}`",
-                    join(&[self.layers.clone(), vec![depth]].concat())
-                ),
-                Asker::Http => {
-                    bail!("the index has no vectors for `layers` {depth} (it stores {stored})")
+            let stored = self.layers.clone();
+            return Err(if depth == 0 || depth > self.model.num_layers {
+                CellRefusal::LayersOutsideModel {
+                    layers: depth,
+                    model_layers: self.model.num_layers,
+                    model: self.model.name.clone(),
+                    stored,
                 }
-            }
+            } else {
+                CellRefusal::LayersNotStored {
+                    layers: depth,
+                    stored,
+                }
+            });
         }
         let dim = dim.unwrap_or(self.default_dim);
         if dim == 0 || dim > self.stored_dim {
-            let field = asker.name("dim");
-            let stored = self.stored_dim;
-            match (&self.reduce, asker) {
-                (Some(r), _) => bail!(
-                    "{field} {dim} is outside 1..={stored} for this index (its vectors were reduced with {})",
-                    r.method
-                ),
-                (None, Asker::Cli) if dim > stored && dim <= self.model.hidden_size => bail!(
-                    "--dim {dim} is outside 1..={stored} for this index (it stores {stored} dimensions); rebuild with `rag index --dim {dim}`"
-                ),
-                (None, _) => bail!(
-                    "{field} {dim} is outside 1..={stored} for this index (it stores {stored} dimensions)"
-                ),
-            }
+            return Err(CellRefusal::DimOutsideStored {
+                dim,
+                stored_dim: self.stored_dim,
+                model_dim: self.model.hidden_size,
+                reduced_with: self.reduce.as_ref().map(|r| r.method.to_string()),
+            });
         }
         Ok((depth, dim))
     }
@@ -347,15 +318,4 @@ impl Manifest {
         dims.dedup();
         dims
     }
-}
-
-fn join(values: &[usize]) -> String {
-    let mut sorted = values.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    sorted
-        .iter()
-        .map(|v| v.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }

@@ -24,6 +24,7 @@
 pub mod ann;
 pub mod bm25;
 pub mod build;
+pub mod cell;
 pub mod dense;
 pub mod docstore;
 mod flat_file;
@@ -43,6 +44,7 @@ use anyhow::{Context, Result};
 
 pub use ann::{AnnSpec, DEFAULT_EF_SEARCH};
 pub use build::{build, BuildOptions, BuildSummary};
+pub use cell::CellRefusal;
 pub use dense::DenseIndex;
 pub use docstore::DocStore;
 pub use manifest::Manifest;

@@ -16,8 +16,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 
 use crate::encoder::{Encoder, EncoderOptions, Precision};
-use crate::index::manifest::Asker;
-use crate::index::Index;
+use crate::index::{CellRefusal, Index};
 use crate::progress::ms_since;
 use crate::vectors::Matrix;
 pub use request::{validate_question, Mode, SearchRequest, Strategy, Tuning, MAX_QUESTION_BYTES};
@@ -123,7 +122,7 @@ impl Retriever {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let started = Instant::now();
         let query = validate_question(request.query)?;
-        let (layers, dim) = self.resolve(request, Asker::Cli)?;
+        let (layers, dim) = self.resolve(request)?;
         let mut timings = SearchTimings::default();
         let ranked = self
             .rank(
@@ -144,12 +143,12 @@ impl Retriever {
 
     /// The depth and size `request` asks for, resolved against the index. BM25 has neither:
     /// for it they are ignored (and the defaults reported).
-    pub fn resolve(&self, request: &SearchRequest, asker: Asker) -> Result<(usize, usize)> {
+    pub fn resolve(&self, request: &SearchRequest) -> Result<(usize, usize), CellRefusal> {
         let manifest = &self.index.manifest;
         if request.strategy.mode.is_dense() {
-            manifest.resolve(request.layers, request.dim, asker)
+            manifest.resolve(request.layers, request.dim)
         } else {
-            manifest.resolve(None, None, asker)
+            manifest.resolve(None, None)
         }
     }
 

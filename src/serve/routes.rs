@@ -26,7 +26,6 @@ use super::metrics::route_label;
 use super::AppState;
 use crate::ask::AskSettings;
 use crate::encoder::Encoder;
-use crate::index::manifest::Asker;
 use crate::progress::ms_since;
 use crate::retrieve::{validate_question, Mode, SearchRequest, SearchResponse, Strategy};
 
@@ -132,8 +131,8 @@ async fn search(
         dim: body.dim,
     };
     let (layers, dim) = retriever
-        .resolve(&request, Asker::Http)
-        .map_err(ApiError::invalid_because)?;
+        .resolve(&request)
+        .map_err(|refusal| ApiError::refused(&refusal))?;
     let slot = Arc::clone(&app.search_slots)
         .try_acquire_owned()
         .map_err(|_| ApiError::overloaded("search"))?;
@@ -205,17 +204,14 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
     let (layers, dim) = ready
         .index
         .current()
-        .resolve(
-            &SearchRequest {
-                query: question,
-                k: top_k,
-                strategy,
-                layers: body.layers.or(defaults.layers),
-                dim: body.dim.or(defaults.dim),
-            },
-            Asker::Http,
-        )
-        .map_err(ApiError::invalid_because)?;
+        .resolve(&SearchRequest {
+            query: question,
+            k: top_k,
+            strategy,
+            layers: body.layers.or(defaults.layers),
+            dim: body.dim.or(defaults.dim),
+        })
+        .map_err(|refusal| ApiError::refused(&refusal))?;
     let settings = AskSettings {
         strategy,
         layers: Some(layers),

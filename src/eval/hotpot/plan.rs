@@ -7,7 +7,6 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::record::{Cell, Precisions, RunConfig};
-use crate::index::manifest::Asker;
 use crate::index::{self, BuildOptions, Manifest};
 use crate::retrieve::{Mode, Retriever};
 
@@ -143,7 +142,7 @@ pub fn cells(manifest: &Manifest, layers: &[usize], dims: Option<&[usize]>) -> R
     let mut cells = Vec::new();
     for &depth in layers {
         for &dim in &dims {
-            let (depth, dim) = manifest.resolve(Some(depth), Some(dim), Asker::Cli)?;
+            let (depth, dim) = manifest.resolve(Some(depth), Some(dim))?;
             cells.push(Cell::retrieval(depth, dim));
         }
     }
