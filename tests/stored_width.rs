@@ -164,6 +164,7 @@ fn an_index_from_before_opens_with_its_default_size() {
                 dim,
             })
             .unwrap()
+            .cell
             .dim
     };
     assert_eq!(search(None), 16);

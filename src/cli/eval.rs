@@ -7,7 +7,7 @@ use clap::Args;
 
 use rag::ask::Pipeline;
 use rag::eval::hotpot::settings::{self, Answering, GridAsked, RunAsked};
-use rag::eval::hotpot::{self, plan, report, Cell, RunConfig, RunOptions};
+use rag::eval::hotpot::{self, plan, report, RunCell, RunConfig, RunOptions};
 use rag::index;
 use rag::progress::ProgressMode;
 
@@ -106,7 +106,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let generator = spec.as_ref().map(|_| args.generator.load()).transpose()?;
 
     let (retriever, cells) = if args.oracle {
-        (None, vec![Cell::ORACLE])
+        (None, vec![RunCell::ORACLE])
     } else {
         let (dir, layers, dims) = settings::grid_index(GridAsked {
             index_dir: &args.index,

@@ -62,8 +62,8 @@ fn print_hits(response: &SearchResponse) {
         response.hits.len(),
         response.mode,
         response.hops,
-        response.layers,
-        response.dim,
+        response.cell.layers,
+        response.cell.dim,
         response.timings.total_ms,
         response.timings.encode_ms,
         response.timings.search_ms

@@ -1,9 +1,34 @@
-//! Why an index cannot answer at the depth or size asked for, as data: the library does not know
-//! whether the asker typed a flag or sent a JSON field, so each front end words the refusal
-//! with its own name for the quantity (`--layers`, `` `layers` ``) and, where its user can
-//! rebuild the index, adds the rebuild that would work.
+//! Where in the ESE grid a search runs: a [`Cell`], the encoder's first `layers` layers and the
+//! first `dim` dimensions of their embedding. And why an index cannot answer at the cell asked
+//! for, as data: the library does not know whether the asker typed a flag or sent a JSON field,
+//! so each front end words the refusal with its own name for the quantity (`--layers`,
+//! `` `layers` ``) and, where its user can rebuild the index, adds the rebuild that would work.
 
 use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A depth and size resolved against an index: it stores vectors at `layers`, at least `dim`
+/// wide. (The default, 0 x 0, is no cell: the paragraphs were given, not searched.)
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct Cell {
+    pub layers: usize,
+    pub dim: usize,
+}
+
+impl Cell {
+    pub fn new(layers: usize, dim: usize) -> Self {
+        Self { layers, dim }
+    }
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "layers {}, dim {}", self.layers, self.dim)
+    }
+}
 
 /// A depth or size the index cannot search at.
 #[derive(Debug, Clone, PartialEq, Eq)]

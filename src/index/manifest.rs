@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{CorpusFile, StreamStats};
 use crate::encoder::{Encoder, Pooling, Precision};
-use crate::index::cell::CellRefusal;
+use crate::index::cell::{Cell, CellRefusal};
 use crate::index::integrity::{self, FileRecord};
 use crate::index::sharded::ShardSpec;
 use crate::index::{AnnSpec, PcaSpec};
@@ -273,11 +273,7 @@ impl Manifest {
     /// Resolves a query's depth and size against what is stored: `None` means the default (the
     /// deepest stored depth, the size given at build time). A refusal says what was refused
     /// and why, for the front end to word.
-    pub fn resolve(
-        &self,
-        layers: Option<usize>,
-        dim: Option<usize>,
-    ) -> Result<(usize, usize), CellRefusal> {
+    pub fn resolve(&self, layers: Option<usize>, dim: Option<usize>) -> Result<Cell, CellRefusal> {
         let depth = layers.unwrap_or(*self.layers.last().expect("an index stores a depth"));
         if !self.layers.contains(&depth) {
             let stored = self.layers.clone();
@@ -304,7 +300,7 @@ impl Manifest {
                 reduced_with: self.reduce.as_ref().map(|r| r.method.to_string()),
             });
         }
-        Ok((depth, dim))
+        Ok(Cell::new(depth, dim))
     }
 
     /// The sizes offered to people picking one (any size up to `stored_dim` works): the powers

@@ -44,7 +44,7 @@ use anyhow::{Context, Result};
 
 pub use ann::{AnnSpec, DEFAULT_EF_SEARCH};
 pub use build::{build, BuildOptions, BuildSummary};
-pub use cell::CellRefusal;
+pub use cell::{Cell, CellRefusal};
 pub use dense::DenseIndex;
 pub use docstore::DocStore;
 pub use manifest::Manifest;
@@ -185,9 +185,9 @@ impl Index {
 
     /// Query vectors comparable with the stored ones at a resolved depth and size, from the
     /// encoder's full-width output: through the index's PCA when it has one (a sharded index
-    /// never has: `--reduce` is refused with `--shard`), then cut to `dim`.
-    pub fn query_vectors(&self, depth: usize, dim: usize, full: &Matrix) -> Result<Matrix> {
-        self.parts[0].query_vectors(depth, dim, full)
+    /// never has: `--reduce` is refused with `--shard`), then cut to `cell.dim`.
+    pub fn query_vectors(&self, cell: Cell, full: &Matrix) -> Result<Matrix> {
+        self.parts[0].query_vectors(cell, full)
     }
 
     /// Loads every depth's vectors now rather than on first use, so that a damaged file is
@@ -199,11 +199,10 @@ impl Index {
     /// The `k` nearest documents to each row-major query at a resolved depth and size, as
     /// (global id, cosine), over every part: through each part's HNSW graph (visiting
     /// `ef_search` candidates, [`DEFAULT_EF_SEARCH`] when `None`) where the index has one and
-    /// `dim` is the stored width, else exactly.
+    /// `cell.dim` is the stored width, else exactly.
     pub fn search_dense(
         &self,
-        depth: usize,
-        dim: usize,
+        Cell { layers: depth, dim }: Cell,
         queries: &[f32],
         k: usize,
         ef_search: Option<usize>,

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
 use super::integrity::Hashing;
 use super::{bm25, dense_file, docstore, flat_file, integrity, sharded};
-use super::{DenseIndex, DocStore, Manifest, Pca};
+use super::{Cell, DenseIndex, DocStore, Manifest, Pca};
 use crate::corpus::Paragraph;
 use crate::vectors::Matrix;
 
@@ -197,11 +197,11 @@ impl OpenDir {
     }
 
     /// Query vectors comparable with the stored ones at a resolved depth and size, from the
-    /// encoder's full-width output: through the index's PCA when it has one, then cut to `dim`.
-    pub fn query_vectors(&self, depth: usize, dim: usize, full: &Matrix) -> Result<Matrix> {
-        Ok(match self.pca.get(&depth) {
-            Some(pca) => pca.reduce(full)?.truncated(dim),
-            None => full.truncated(dim),
+    /// encoder's full-width output: through the index's PCA when it has one, then cut to `cell.dim`.
+    pub fn query_vectors(&self, cell: Cell, full: &Matrix) -> Result<Matrix> {
+        Ok(match self.pca.get(&cell.layers) {
+            Some(pca) => pca.reduce(full)?.truncated(cell.dim),
+            None => full.truncated(cell.dim),
         })
     }
 

@@ -29,8 +29,9 @@ use tokio::sync::oneshot;
 
 use super::error::ApiError;
 use super::metrics::Metrics;
+use crate::index::Cell;
 use crate::progress::ms_since;
-use crate::retrieve::{Retriever, SearchResponse, SearchTimings, Strategy};
+use crate::retrieve::{Queries, Retriever, SearchResponse, SearchTimings, Strategy};
 use crate::vectors::Matrix;
 
 #[derive(Debug, Clone)]
@@ -542,13 +543,15 @@ fn look_up((_, depth, dim, strategy, k, ef_search): LookupKey, group: Vec<Encode
     let vectors = Matrix::from_vec(group.len(), cols, vectors);
     let queries: Vec<&str> = group.iter().map(|s| s.search.query.as_str()).collect();
     let mut timings = SearchTimings::default();
+    let cell = Cell::new(depth, dim);
     let ranked = retriever.rank_with_ef(
         ef_search.or(retriever.tuning.ef_search),
-        &queries,
-        Some(&vectors),
+        Queries {
+            texts: &queries,
+            encoded: Some(&vectors),
+        },
         strategy,
-        depth,
-        dim,
+        cell,
         k,
         &mut timings,
     );
@@ -558,8 +561,7 @@ fn look_up((_, depth, dim, strategy, k, ef_search): LookupKey, group: Vec<Encode
                 let response = retriever.respond(
                     &search.search.query,
                     strategy,
-                    depth,
-                    dim,
+                    cell,
                     ranked,
                     timings.clone(),
                 );

@@ -130,7 +130,7 @@ async fn search(
         layers: body.layers,
         dim: body.dim,
     };
-    let (layers, dim) = retriever
+    let cell = retriever
         .resolve(&request)
         .map_err(|refusal| ApiError::refused(&refusal))?;
     let slot = Arc::clone(&app.search_slots)
@@ -144,8 +144,8 @@ async fn search(
                 query: &query,
                 k: body.k,
                 strategy,
-                layers: Some(layers),
-                dim: Some(dim),
+                layers: Some(cell.layers),
+                dim: Some(cell.dim),
             })
         })
         .await
@@ -158,13 +158,13 @@ async fn search(
             query: query.to_owned(),
             k: body.k,
             strategy,
-            dim,
+            dim: cell.dim,
             ef_search: body.ef_search,
         };
         let queued = Instant::now();
         let mut response = ready
             .batcher
-            .search(retriever, prefixed, tokens, layers, search)
+            .search(retriever, prefixed, tokens, cell.layers, search)
             .await?;
         drop(slot);
         // Waiting for a batch and encoding it count as encoding; the look-up timed itself.
@@ -201,7 +201,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
         body.hops.unwrap_or(defaults.strategy.hops),
     )
     .map_err(ApiError::invalid_because)?;
-    let (layers, dim) = ready
+    let cell = ready
         .index
         .current()
         .resolve(&SearchRequest {
@@ -214,8 +214,8 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
         .map_err(|refusal| ApiError::refused(&refusal))?;
     let settings = AskSettings {
         strategy,
-        layers: Some(layers),
-        dim: Some(dim),
+        layers: Some(cell.layers),
+        dim: Some(cell.dim),
         top_k,
         context_tokens: body.context_tokens.unwrap_or(defaults.context_tokens),
         weights: defaults.weights,

@@ -271,7 +271,7 @@ pub fn all_llms(test: &str) -> Vec<PathBuf> {
 pub fn retrieval_config(
     questions_file: &Path,
     questions: usize,
-    cells: Vec<rag::eval::hotpot::Cell>,
+    cells: Vec<rag::eval::hotpot::RunCell>,
     strategy: rag::retrieve::Strategy,
     index: &Path,
 ) -> rag::eval::hotpot::RunConfig {
