@@ -109,13 +109,13 @@ impl EncoderArgs {
     }
 }
 
-/// Which of the index's depths and sizes a question is searched at.
+/// Which of the index's layers and dimensions a question is searched at.
 #[derive(Args, Debug, Clone, Copy)]
 pub struct CellArgs {
-    /// Depth to query (default: the deepest stored).
+    /// Layers to query at: the encoder's first N (default: the most stored).
     #[arg(long)]
     pub layers: Option<usize>,
-    /// Embedding size to query (default: the index's).
+    /// Dimensions to query at: the embedding's first N (default: the index's).
     #[arg(long)]
     pub dim: Option<usize>,
 }

@@ -30,12 +30,13 @@ pub struct IndexArgs {
     /// Where the index goes.
     #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
     pub index: PathBuf,
-    /// Depths to store, e.g. 1,3,6: one forward pass yields all of them (default: full depth).
+    /// Layers to store vectors at, e.g. 1,3,6: one forward pass yields all of them (default: all
+    /// of the model's).
     #[arg(long)]
     pub layers: Option<NumberList>,
     /// Store each depth's first K dimensions, renormalised (ESE / Matryoshka truncation): the
-    /// vector files, memory and search cost shrink to K/width; queries may ask for any size up
-    /// to K (default: the model's full width).
+    /// vector files, memory and search cost shrink to K/the model's dimensions; queries may ask
+    /// for any --dim up to K (default: all of the model's dimensions).
     #[arg(long)]
     pub dim: Option<usize>,
     /// Store each depth's top K principal components (fitted on the corpus, applied to queries

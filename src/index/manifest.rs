@@ -265,7 +265,8 @@ impl Manifest {
     /// not part of the index) and names the build they make; the manifest is then written
     /// last.
     pub fn seal(&mut self, dir: &Path, skip: &[&str]) -> Result<()> {
-        self.files = integrity::record_files(dir, skip)?;
+        let skip: Vec<&str> = skip.iter().copied().chain([MANIFEST_FILE]).collect();
+        self.files = integrity::record_files(dir, &skip)?;
         self.build_id = integrity::build_id(&self.files);
         Ok(())
     }

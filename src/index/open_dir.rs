@@ -71,7 +71,7 @@ impl OpenDir {
     /// Opens the index in `dir`, hashing the recorded files `hashing` names.
     fn open_hashing(dir: &Path, hashing: Hashing) -> Result<Self> {
         let manifest = Manifest::read(dir)?;
-        integrity::check_recorded(dir, &manifest, hashing)?;
+        integrity::check_recorded(dir, &manifest.files, hashing)?;
         let docs = DocStore::open(dir)?;
         if docs.len() as u64 != manifest.documents {
             anyhow::bail!(flat_file::damaged(
@@ -275,7 +275,7 @@ impl OpenDir {
 
     fn record(&self, path: &Path) -> Option<&integrity::FileRecord> {
         let relative = path.strip_prefix(&self.dir).unwrap_or(path);
-        integrity::record(&self.manifest, relative)
+        integrity::record(&self.manifest.files, relative)
     }
 
     fn load_stored(&self, depth: usize) -> Result<DenseIndex> {

@@ -87,7 +87,7 @@ pub fn verify_at(dir: &Path, ef_search: usize) -> Result<Verified> {
 
 fn verify_part(index: &OpenDir) -> Result<Verified> {
     let dir = &index.dir;
-    integrity::check_recorded(dir, &index.manifest, integrity::Hashing::All)?;
+    integrity::check_recorded(dir, &index.manifest.files, integrity::Hashing::All)?;
     let manifest = &index.manifest;
     for &depth in &manifest.layers {
         let vectors = index.dense(depth, manifest.stored_dim)?;

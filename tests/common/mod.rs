@@ -50,6 +50,15 @@ pub fn missing(test: &str, what: &str, why: &str) {
 }
 
 /// Runs the `rag` binary built for these tests.
+/// Fails the test with the command's stderr unless it succeeded.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn rag() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
 }

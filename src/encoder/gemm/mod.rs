@@ -10,10 +10,9 @@
 //! for a short question, repacking the weights cost more than the arithmetic.
 //!
 //! This module schedules the tiles and applies the epilogues; the weights come in one of three
-//! kernel families, [`float`] (f32), [`bf16`] (AVX-512 BF16, on [`amx`] tiles where the CPU has
+//! kernel families, [`float`] (f32), [`bf16`] (AVX-512 BF16, on [`bf16::amx`] tiles where the CPU has
 //! them) and [`int8`] (AVX-512 VNNI), chosen by [`Precision`].
 
-mod amx;
 mod bf16;
 mod float;
 mod int8;

@@ -176,7 +176,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
         }
         let part =
             OpenDir::open(&shard_dir).with_context(|| format!("shard {}", spec.dir_name()))?;
-        integrity::check_recorded(&shard_dir, &part.manifest, integrity::Hashing::All)
+        integrity::check_recorded(&shard_dir, &part.manifest.files, integrity::Hashing::All)
             .with_context(|| format!("shard {}", spec.dir_name()))?;
         check_alike(&spec, &part.manifest, parts.first().map(|p| &p.manifest))?;
         shards.push(ShardEntry {
