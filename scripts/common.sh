@@ -43,3 +43,12 @@ llama_cpu_flag GGML_AVX_VNNI avx_vnni
 # profile means one build of the native dependencies.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 RAG_BIN=${RAG_BIN:-$CARGO_TARGET_DIR/release/rag}
+
+# The release build, copied to $1/rag (sets RAG): a script's runs keep one binary even if the
+# tree is rebuilt while they go on.
+private_rag() { # work folder
+  cargo build --release --quiet
+  mkdir -p "$1"
+  RAG=$1/rag
+  cp "$CARGO_TARGET_DIR/release/rag" "$RAG"
+}

@@ -184,11 +184,10 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
     if questions.is_empty() {
         bail!("{} has no questions", options.questions.display());
     }
-    let (layers, dim) = retriever.index.manifest.resolve(
-        options.layers,
-        options.dim,
-        crate::index::manifest::Asker::Cli,
-    )?;
+    let cell = retriever
+        .index
+        .manifest
+        .resolve(options.layers, options.dim)?;
     let latencies = options
         .modes
         .iter()
@@ -199,8 +198,8 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
                     query,
                     k: options.k,
                     strategy,
-                    layers: Some(layers),
-                    dim: Some(dim),
+                    layers: Some(cell.layers),
+                    dim: Some(cell.dim),
                 })
             };
             for q in questions.iter().take(5) {
@@ -234,8 +233,8 @@ pub fn query_latency(options: &QueryBenchOptions) -> Result<QueryBench> {
         .collect::<Result<Vec<_>>>()?;
     Ok(QueryBench {
         documents: retriever.index.len(),
-        layers,
-        dim,
+        layers: cell.layers,
+        dim: cell.dim,
         latencies,
     })
 }

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // One line: the error and its causes, outermost first.
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", cli::describe(&err));
             ExitCode::FAILURE
         }
     }

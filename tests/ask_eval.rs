@@ -11,11 +11,11 @@ use rag::ask::{AskSettings, Pipeline};
 use rag::corpus::{read_questions, Paragraph};
 use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
-use rag::eval::hotpot::{self, Cell, RunConfig, RunOptions};
+use rag::eval::hotpot::{self, RunCell, RunConfig, RunOptions};
 use rag::generate::{Generation, Generator, GeneratorOptions, PromptSpec, PromptStyle};
 use rag::index::BuildOptions;
 use rag::progress::ProgressMode;
-use rag::retrieve::{Mode, Retriever, SearchResponse, SearchTimings, Strategy};
+use rag::retrieve::{Mode, Queries, Retriever, SearchResponse, SearchTimings, Strategy};
 use serde_json::Value;
 
 /// `records` HotpotQA questions, each asking about its first paragraph ("fact n") among
@@ -99,9 +99,9 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
     let retriever = Retriever::open(&dir, None, Precision::F32).unwrap();
     let questions = read_questions(&corpus, usize::MAX).unwrap();
     let cells = vec![
-        Cell::retrieval(1, 16),
-        Cell::retrieval(3, 8),
-        Cell::retrieval(3, 16),
+        RunCell::retrieval(1, 16),
+        RunCell::retrieval(3, 8),
+        RunCell::retrieval(3, 16),
     ];
     let config = common::retrieval_config(
         &corpus,
@@ -168,7 +168,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
     );
     let again = hotpot::read_predictions(&predictions).unwrap();
     assert_eq!(again.len(), 36);
-    let mut keys: Vec<(String, Cell)> = again.iter().map(|p| (p.id.clone(), p.cell)).collect();
+    let mut keys: Vec<(String, RunCell)> = again.iter().map(|p| (p.id.clone(), p.cell)).collect();
     keys.sort_by_key(|(id, c)| (id.clone(), c.layers, c.dim));
     keys.dedup();
     assert_eq!(keys.len(), 36);
@@ -190,18 +190,12 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
     dense.mode = Mode::Dense;
     hotpot::run(&options(&dense, true)).unwrap();
     for prediction in hotpot::read_predictions(&predictions).unwrap() {
-        let (layers, dim) = (
-            prediction.cell.layers.unwrap(),
-            prediction.cell.dim.unwrap(),
-        );
         let mut timings = SearchTimings::default();
         let alone = retriever
             .rank(
-                &[prediction.question.as_str()],
-                None,
+                Queries::texts(&[prediction.question.as_str()]),
                 Strategy::default(),
-                layers,
-                dim,
+                prediction.cell.searched().unwrap(),
                 3,
                 &mut timings,
             )
@@ -211,11 +205,7 @@ fn retrieval_runs_build_missing_depths_report_and_resume() {
             .iter()
             .map(|s| retriever.index.document(s.id).unwrap().title)
             .collect();
-        assert_eq!(
-            prediction.retrieved[..3],
-            titles[..],
-            "{layers} layers, {dim} dims"
-        );
+        assert_eq!(prediction.retrieved[..3], titles[..], "{}", prediction.cell);
     }
 }
 

@@ -47,11 +47,7 @@ impl Cluster {
             .arg(dir)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out);
         cluster
     }
 

@@ -243,11 +243,7 @@ fn fifos_and_pipes_are_refused_in_one_line_and_a_redirected_file_works() {
         .stdin(std::fs::File::open(&corpus).unwrap())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let manifest = Manifest::read(&index_dir).unwrap();
     assert_eq!(manifest.documents, 20);
     assert_eq!(

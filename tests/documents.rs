@@ -84,11 +84,7 @@ fn a_mixed_folder_is_read_in_order_without_hidden_files_and_counted_by_kind() {
 
     let index = tmp.path().join("index");
     let out = index_json(&model, &folder, &index, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         summary["files"],
@@ -240,11 +236,7 @@ fn titles_come_from_headings_title_or_file_name_and_stay_unique() {
     write(&folder.join("two/zz.txt"), b"Notes twice.\n");
     let index = tmp.path().join("index");
     let out = index_json(&model, &folder, &index, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let titles: Vec<String> = stored(&index).into_iter().map(|p| p.title).collect();
     let second = format!("Notes ({})", folder.join("two/notes.md").display());
     assert_eq!(titles, ["Notes", second.as_str(), "zz"]);
@@ -261,21 +253,18 @@ fn source_path_and_span_reach_search_output() {
     write(&folder.join("mill.txt"), text.as_bytes());
     let index = tmp.path().join("index");
     let out = index_json(&model, &folder, &index, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
 
-    let response = common::rag_json([
-        "search",
-        "mill river wheat",
-        "--index",
-        index.to_str().unwrap(),
-        "--mode",
-        "bm25",
-        "--json",
-    ]);
+    let index = index.to_str().unwrap();
+    // BM25: the words searched for find their passage whatever the tiny model's vectors say.
+    let search = |query: &str, extra: &[&str]| -> Vec<String> {
+        ["search", query, "--index", index, "--mode", "bm25"]
+            .iter()
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let response = common::rag_json(search("mill river wheat", &["--json"]));
     let hit = &response["hits"][0];
     assert_eq!(hit["title"], "mill");
     let source = &hit["source"];
@@ -297,15 +286,7 @@ fn source_path_and_span_reach_search_output() {
     );
 
     // Markdown: the span covers the section's text in the file, markup and all.
-    let response = common::rag_json([
-        "search",
-        "Danube flows east",
-        "--index",
-        index.to_str().unwrap(),
-        "--mode",
-        "bm25",
-        "--json",
-    ]);
+    let response = common::rag_json(search("Danube flows east", &["--json"]));
     let hit = &response["hits"][0];
     assert_eq!(hit["title"], "Guide — Rivers");
     let (start, end) = (
@@ -314,14 +295,7 @@ fn source_path_and_span_reach_search_output() {
     );
     assert_eq!(&markdown[start..end], "The Danube flows east. It is long.");
     // And the text output shows it.
-    let plain = common::succeed(&[
-        "search",
-        "Danube flows east",
-        "--index",
-        index.to_str().unwrap(),
-        "--mode",
-        "bm25",
-    ]);
+    let plain = common::succeed(&search("Danube flows east", &[]));
     let expected = format!("from {}:{start}-{end}", folder.join("guide.md").display());
     assert!(plain.contains(&expected), "{plain}");
 }

@@ -7,7 +7,7 @@ mod common;
 use rag::ask::DEFAULT_STRATEGY;
 use rag::corpus::read_questions;
 use rag::encoder::{EncoderOptions, Precision};
-use rag::eval::hotpot::{self, Cell, RunOptions};
+use rag::eval::hotpot::{self, RunCell, RunOptions};
 use rag::index::{self, BuildOptions};
 use rag::progress::ProgressMode;
 use rag::retrieve::{Mode, Retriever, Strategy};
@@ -54,12 +54,12 @@ fn real_model_retrieves_supporting_paragraphs() {
     let retriever = Retriever::open(&index_dir, None, Precision::F32).unwrap();
     let questions = read_questions(&subset, QUESTIONS).unwrap();
     let cells = vec![
-        Cell::retrieval(6, 384),
-        Cell::retrieval(3, 384),
-        Cell::retrieval(6, 64),
+        RunCell::retrieval(6, 384),
+        RunCell::retrieval(3, 384),
+        RunCell::retrieval(6, 64),
     ];
     // A retrieval-only run in `tmp/<dir>`.
-    let retrieval_run = |dir: &str, cells: Vec<Cell>, strategy: Strategy| {
+    let retrieval_run = |dir: &str, cells: Vec<RunCell>, strategy: Strategy| {
         hotpot::run(&RunOptions {
             dir: tmp.path().join(dir),
             config: common::retrieval_config(&subset, questions.len(), cells, strategy, &index_dir),
@@ -75,7 +75,7 @@ fn real_model_retrieves_supporting_paragraphs() {
     let summary = retrieval_run("run", cells, Strategy::new(Mode::Dense, 1).unwrap());
     let default_run = retrieval_run(
         "run-default",
-        vec![Cell::retrieval(6, 384)],
+        vec![RunCell::retrieval(6, 384)],
         DEFAULT_STRATEGY,
     );
     // Bridge questions need a paragraph only the first one leads to: the default retrieval
@@ -85,7 +85,7 @@ fn real_model_retrieves_supporting_paragraphs() {
         hotpot::read_predictions(&tmp.path().join(dir).join("predictions.jsonl"))
             .unwrap()
             .into_iter()
-            .filter(|p| p.cell == Cell::retrieval(6, 384))
+            .filter(|p| p.cell == RunCell::retrieval(6, 384))
             .map(|p| (p.id, p.retrieval.all_supporting[&5]))
             .collect::<std::collections::HashMap<_, _>>()
     };

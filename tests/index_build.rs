@@ -14,7 +14,7 @@ use rag::eval::hotpot::plan;
 use rag::eval::hotpot::record::Precisions;
 use rag::index::{self, Index, PcaSpec};
 use rag::retrieve::fusion::{convex_fusion, reciprocal_rank_fusion};
-use rag::retrieve::{Mode, Retriever, SearchRequest, Strategy};
+use rag::retrieve::{Mode, Queries, Retriever, SearchRequest, Strategy};
 
 #[test]
 fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
@@ -67,16 +67,13 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     assert_eq!(bm25.hits[0].title, "topic 42");
     // Hybrid is the reciprocal-rank fusion of the two rankings, cut to k.
     let hybrid = search(Mode::Hybrid, None, None).unwrap();
-    let (layers, dim) = (hybrid.layers, hybrid.dim);
     let mut timings = Default::default();
     let mut rank = |mode| {
         retriever
             .rank(
-                &["topic 42"],
-                None,
+                Queries::texts(&["topic 42"]),
                 Strategy::new(mode, 1).unwrap(),
-                layers,
-                dim,
+                hybrid.cell,
                 50,
                 &mut timings,
             )
@@ -98,7 +95,7 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     let expected_ids: Vec<u64> = expected.iter().take(5).map(|h| h.0).collect();
     assert_eq!(convex_ids, expected_ids);
     let dense = search(Mode::Dense, Some(1), Some(8)).unwrap();
-    assert_eq!((dense.layers, dense.dim, dense.hits.len()), (1, 8, 5));
+    assert_eq!((dense.cell, dense.hits.len()), (index::Cell::new(1, 8), 5));
     assert!(dense.hits.windows(2).all(|w| w[0].score >= w[1].score));
     // `--dim 16` stored 16 dims; a smaller size is derived from them in memory: reading an
     // index never writes to it.
@@ -106,10 +103,20 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     assert!(!index::dense_file(&index_dir, 3, 32).exists());
     assert!(!index::dense_file(&index_dir, 1, 8).exists());
 
-    let err = search(Mode::Dense, Some(2), None).unwrap_err().to_string();
-    assert!(err.contains("no vectors for --layers 2"), "{err}");
-    let err = search(Mode::Dense, None, Some(33)).unwrap_err().to_string();
-    assert!(err.contains("--dim 33"), "{err}");
+    // Refusals are data (the command line words them: `refusals_suggest_only_what_would_work`).
+    let refusal = |err: anyhow::Error| err.downcast::<index::CellRefusal>().unwrap();
+    assert_eq!(
+        refusal(search(Mode::Dense, Some(2), None).unwrap_err()),
+        index::CellRefusal::LayersNotStored {
+            layers: 2,
+            stored: vec![1, 3]
+        }
+    );
+    let err = refusal(search(Mode::Dense, None, Some(33)).unwrap_err());
+    assert!(
+        matches!(err, index::CellRefusal::DimOutsideStored { dim: 33, .. }),
+        "{err}"
+    );
 
     // Another model (same shape, other weights) is refused.
     let other = tmp.path().join("other");

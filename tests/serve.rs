@@ -18,7 +18,7 @@ use rag::encoder::tiny::TinyBert;
 use rag::encoder::{EncoderOptions, Precision};
 use rag::index;
 use rag::retrieve::{Hit, Mode, Retriever, SearchRequest, Strategy};
-use rag::serve::{self, Answerer, LiveIndex, Models, ServeConfig};
+use rag::serve::{self, Answerer, Models, ReloadingIndex, ServeConfig};
 use serde_json::{json, Value};
 
 /// A tiny model (hidden size 32, 3 layers) and an index of 100 paragraphs at depths 1 and 3,
@@ -143,7 +143,7 @@ impl TestServer {
         let index_dir = index_dir.to_path_buf();
         let server = Self::start(config, move || {
             Ok(Models {
-                retriever: Arc::new(LiveIndex::new(Retriever::open(
+                retriever: Arc::new(ReloadingIndex::new(Retriever::open(
                     &index_dir,
                     None,
                     Precision::F32,
@@ -846,7 +846,7 @@ fn health_says_loading_until_the_models_are_in() {
     let server = TestServer::start(ServeConfig::default(), move || {
         let _ = wait.recv();
         Ok(Models {
-            retriever: Arc::new(LiveIndex::new(Retriever::open(
+            retriever: Arc::new(ReloadingIndex::new(Retriever::open(
                 &index_dir,
                 None,
                 Precision::F32,
@@ -918,9 +918,9 @@ fn shutdown_drains_requests_in_flight_then_exits() {
 }
 
 /// Issue 17, case 1: rebuilding the index under a running server. The server keeps answering
-/// from the generation it has until the new one is fully open, then switches: its answers match
-/// the library on the new index, at every depth, and /health names the new generation. A new
-/// build that cannot be opened leaves the old generation served, and /health says why.
+/// from the build it has until the new one is fully open, then switches: its answers match
+/// the library on the new index, at every depth, and /health names the new build. A new
+/// build that cannot be opened leaves the old build served, and /health says why.
 #[test]
 fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -928,9 +928,9 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     let mut config = ServeConfig::default();
     config.limits.index_check = Duration::from_millis(50);
     let server = TestServer::ready(config, &index_dir, None);
-    let generation =
+    let build_id =
         |server: &TestServer| server.get("/health").json()["index"]["generation"].clone();
-    let first = generation(&server);
+    let first = build_id(&server);
     assert!(first.as_str().is_some_and(|g| g.len() == 16), "{first}");
     let search = |layers: usize| {
         let reply = server.post(
@@ -948,7 +948,7 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     let rebuilt = index::build(&common::tiny_build_options(&model, other, &index_dir)).unwrap();
     assert_eq!(rebuilt.documents, 150);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while generation(&server) == first {
+    while build_id(&server) == first {
         assert!(Instant::now() < deadline, "the server never switched");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -956,7 +956,7 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
     assert_eq!(server.get("/health").json()["index"]["documents"], 150);
     assert_eq!(
         server.get("/health").json()["index"]["generation"],
-        library.index.generation()
+        library.index.build_id()
     );
     for layers in [3, 1] {
         let expected = library
@@ -975,8 +975,8 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
         );
     }
 
-    // A damaged generation is not switched to.
-    let served = generation(&server);
+    // A damaged build is not switched to.
+    let served = build_id(&server);
     let staged = tmp.path().join("staged");
     index::build(&common::tiny_build_options(
         &model,
@@ -1015,7 +1015,8 @@ fn a_rebuilt_index_is_served_whole_once_the_server_notices_it() {
 fn a_restored_manifest_clears_the_reload_error() {
     let tmp = tempfile::tempdir().unwrap();
     let (_model, index_dir) = tiny_index(tmp.path());
-    let live = LiveIndex::new(Retriever::open(&index_dir, None, Precision::F32).unwrap()).unwrap();
+    let live =
+        ReloadingIndex::new(Retriever::open(&index_dir, None, Precision::F32).unwrap()).unwrap();
     let path = index_dir.join("manifest.json");
     let original = std::fs::read(&path).unwrap();
     // Replaced whole (a new inode), as an editor or a copy would.

@@ -93,7 +93,8 @@ fn dim_stores_that_width_and_serves_every_size_up_to_it() {
             );
         }
     }
-    // A larger size is refused, naming the flag and the rebuild that gives it.
+    // A larger size is refused, with the rebuild that gives it (the command line names the
+    // flag: below).
     let err = small
         .search(&SearchRequest {
             query: "topic 1",
@@ -103,15 +104,17 @@ fn dim_stores_that_width_and_serves_every_size_up_to_it() {
             dim: Some(16),
         })
         .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("--dim 16 is outside 1..=8") && err.contains("rag index --dim 16"),
-        "{err}"
-    );
+        .downcast::<rag::index::CellRefusal>()
+        .unwrap();
+    assert_eq!(err.rebuild_flags().as_deref(), Some("--dim 16"), "{err}");
+    assert!(err.to_string().contains("dim 16 is outside 1..=8"), "{err}");
     drop((full, small));
     let small_arg = small_dir.to_str().unwrap();
-    let line = common::refused(&["search", "topic 1", "--index", small_arg, "--dim", "9"]);
-    assert!(line.contains("--dim 9"), "{line}");
+    let line = common::refused(&["search", "topic 1", "--index", small_arg, "--dim", "16"]);
+    assert!(
+        line.contains("--dim 16 is outside 1..=8") && line.contains("rag index --dim 16"),
+        "{line}"
+    );
     let json = common::rag_json(["search", "topic 1", "--json", "--index", small_arg]);
     assert_eq!(json["dim"], 8);
 
@@ -161,6 +164,7 @@ fn an_index_from_before_opens_with_its_default_size() {
                 dim,
             })
             .unwrap()
+            .cell
             .dim
     };
     assert_eq!(search(None), 16);

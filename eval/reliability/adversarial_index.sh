@@ -14,9 +14,6 @@ source scripts/common.sh
 OUT=eval/reliability
 WORK=${WORK:-/tmp/rag-adversarial}
 DATA=${RAG_DATA:-../shared/data}
-cargo build --release --quiet
-mkdir -p "$WORK"
-RAG=$WORK/rag
-cp "${CARGO_TARGET_DIR:-target}/release/rag" "$RAG"
+private_rag "$WORK"
 python3 "$OUT/adversarial_index.py" --rag "$RAG" --hotpot "$DATA/hotpotqa/hotpot_dev_distractor_sample.json" \
   --work "$WORK" --out "$OUT" "$@"

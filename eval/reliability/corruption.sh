@@ -11,10 +11,7 @@ OUT=eval/reliability
 WORK=${WORK:-/tmp/rag-reliability}
 DATA=${RAG_DATA:-../shared/data}
 LLM=${RAG_SMALL_LLM:-data/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}
-cargo build --release --quiet
-RAG=$WORK/rag
-mkdir -p "$WORK"
-cp "${CARGO_TARGET_DIR:-target}/release/rag" "$RAG"
+private_rag "$WORK"
 python3 - "$DATA/hotpotqa/hotpot_dev_distractor_sample.json" "$WORK" <<'PY'
 import json, sys
 records = json.load(open(sys.argv[1]))

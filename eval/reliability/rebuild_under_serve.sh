@@ -9,10 +9,7 @@ source scripts/common.sh
 OUT=eval/reliability
 WORK=${WORK:-/tmp/rag-rebuild}
 DATA=${RAG_DATA:-../shared/data}
-cargo build --release --quiet
-mkdir -p "$WORK"
-RAG=$WORK/rag
-cp "${CARGO_TARGET_DIR:-target}/release/rag" "$RAG"
+private_rag "$WORK"
 python3 - "$DATA/hotpotqa/hotpot_dev_distractor_sample.json" "$WORK" <<'PY'
 import json, sys
 records = json.load(open(sys.argv[1]))

@@ -185,7 +185,12 @@ impl<'a> Pipeline<'a> {
         on_token: Option<impl FnMut(&str) -> bool>,
     ) -> Result<AskResult> {
         let selecting = Instant::now();
-        let chosen = self.choose(&response.query, &response.hits, response.layers, settings)?;
+        let chosen = self.choose(
+            &response.query,
+            &response.hits,
+            response.cell.layers,
+            settings,
+        )?;
         let select_ms = ms_since(selecting);
         let prompting = Instant::now();
         let (prompt, dropped) = self
@@ -250,8 +255,8 @@ impl<'a> Pipeline<'a> {
             answer,
             mode: response.mode,
             hops: response.hops,
-            layers: response.layers,
-            dim: response.dim,
+            layers: response.cell.layers,
+            dim: response.cell.dim,
             context_tokens: settings.context_tokens,
             prompt_tokens: generation.prompt_tokens,
             reused_tokens: generation.reused_tokens,

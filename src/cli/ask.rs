@@ -10,7 +10,7 @@ use serde::Serialize;
 use rag::ask::{AskResult, Pipeline};
 use rag::progress::ms_since;
 
-use super::flags::{CellArgs, ContextArgs, GeneratorArgs, IndexArgs, StrategyArgs};
+use super::flags::{CellArgs, ContextArgs, GeneratorArgs, OpenIndexArgs, StrategyArgs};
 use super::print_json;
 
 #[derive(Args, Debug)]
@@ -18,7 +18,7 @@ pub struct AskArgs {
     /// The question.
     pub question: String,
     #[command(flatten)]
-    pub index: IndexArgs,
+    pub index: OpenIndexArgs,
     /// Default: the best measured (see eval/answers/).
     #[command(flatten)]
     pub strategy: StrategyArgs,

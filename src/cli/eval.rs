@@ -7,12 +7,14 @@ use clap::Args;
 
 use rag::ask::Pipeline;
 use rag::eval::hotpot::settings::{self, Answering, GridAsked, RunAsked};
-use rag::eval::hotpot::{self, plan, report, Cell, RunConfig, RunOptions};
+use rag::eval::hotpot::{self, plan, report, RunCell, RunConfig, RunOptions};
+use rag::generate::{Generator, PromptSpec};
 use rag::index;
 use rag::progress::ProgressMode;
+use rag::retrieve::Retriever;
 
 use super::flags::{
-    ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, IndexArgs, NumberList, StrategyArgs,
+    ContextArgs, DataArgs, EncoderArgs, GeneratorArgs, NumberList, OpenIndexArgs, StrategyArgs,
     DEFAULT_MODEL_DIR,
 };
 use super::print_json;
@@ -29,11 +31,11 @@ pub struct EvalArgs {
     /// Evaluate only the first N questions.
     #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
     pub limit: usize,
-    /// Depths to evaluate (default: full depth; with --sweep 1,3,6). An index lacking one is
+    /// Layers to evaluate at (default: all of the model's; with --sweep 1,3,6). An index lacking one is
     /// built first, all depths in one pass, and kept under the index's folder.
     #[arg(long)]
     pub layers: Option<NumberList>,
-    /// Sizes to evaluate (default: the index's; with --sweep 32,64,128,384).
+    /// Dimensions to evaluate at (default: the index's; with --sweep 32,64,128,384).
     #[arg(long, alias = "dim")]
     pub dims: Option<NumberList>,
     /// Evaluate every layers x dims pair (and draw a heatmap).
@@ -89,6 +91,46 @@ pub struct EvalArgs {
     pub json: bool,
 }
 
+/// The index the run searches (built for the cells asked if it lacks them) and the cells it
+/// is asked at, this shard's only with `--shard`; none and the gold paragraphs with `--oracle`.
+fn retriever_and_cells(args: &EvalArgs) -> Result<(Option<Retriever>, Vec<RunCell>)> {
+    if args.oracle {
+        return Ok((None, vec![RunCell::ORACLE]));
+    }
+    let (dir, layers, dims) = settings::grid_index(GridAsked {
+        index_dir: &args.index,
+        model: args.encoder.model.as_deref(),
+        default_model: Path::new(DEFAULT_MODEL_DIR),
+        corpus: args.data.hotpot_files(),
+        encoder: args.encoder.options(),
+        sweep: args.sweep,
+        layers: args.layers.clone().map(|l| l.0),
+        dims: args.dims.clone().map(|d| d.0),
+    })?;
+    let retriever = args.strategy.open(&OpenIndexArgs {
+        index: dir,
+        model: None,
+        precision: args.encoder.precision,
+    })?;
+    let (retriever, cells) =
+        settings::cells_and_shard(retriever, &layers, dims.as_deref(), args.shard)?;
+    Ok((Some(retriever), cells))
+}
+
+/// How the run's answers are generated, as its settings record it.
+fn answering(args: &EvalArgs, generator: &Generator, spec: &PromptSpec) -> Answering {
+    let llm = &args.generator.settings;
+    Answering {
+        generator: generator.name.clone(),
+        prompt_style: spec.style.to_string(),
+        max_tokens: llm.max_tokens,
+        yes_no_bias: llm.yes_no_bias,
+        option_bias: llm.option_bias.0,
+        extractive: llm.extractive,
+        yes_no_facts: llm.yes_no_facts,
+    }
+}
+
 pub fn run(args: EvalArgs) -> Result<()> {
     let path = args
         .questions
@@ -105,28 +147,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
     // Before any index build, so that a bad model fails fast.
     let generator = spec.as_ref().map(|_| args.generator.load()).transpose()?;
 
-    let (retriever, cells) = if args.oracle {
-        (None, vec![Cell::ORACLE])
-    } else {
-        let (dir, layers, dims) = settings::grid_index(GridAsked {
-            index_dir: &args.index,
-            model: args.encoder.model.as_deref(),
-            default_model: Path::new(DEFAULT_MODEL_DIR),
-            corpus: args.data.hotpot_files(),
-            encoder: args.encoder.options(),
-            sweep: args.sweep,
-            layers: args.layers.clone().map(|l| l.0),
-            dims: args.dims.clone().map(|d| d.0),
-        })?;
-        let retriever = args.strategy.open(&IndexArgs {
-            index: dir,
-            model: None,
-            precision: args.encoder.precision,
-        })?;
-        let (retriever, cells) =
-            settings::cells_and_shard(retriever, &layers, dims.as_deref(), args.shard)?;
-        (Some(retriever), cells)
-    };
+    let (retriever, cells) = retriever_and_cells(&args)?;
     if let (Some(shard), Some(hits_dir), Some(retriever)) = (args.shard, &args.hits_dir, &retriever)
     {
         let written = settings::write_shard(
@@ -148,19 +169,10 @@ pub fn run(args: EvalArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let llm = &args.generator.settings;
     let answering = generator
         .as_ref()
         .zip(spec.as_ref())
-        .map(|(generator, spec)| Answering {
-            generator: generator.name.clone(),
-            prompt_style: spec.style.to_string(),
-            max_tokens: llm.max_tokens,
-            yes_no_bias: llm.yes_no_bias,
-            option_bias: llm.option_bias.0,
-            extractive: llm.extractive,
-            yes_no_facts: llm.yes_no_facts,
-        });
+        .map(|(generator, spec)| answering(&args, generator, spec));
     let config = RunConfig::of(
         RunAsked {
             questions_file: path.clone(),

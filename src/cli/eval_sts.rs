@@ -18,10 +18,10 @@ pub struct EvalStsArgs {
     pub encoder: EncoderArgs,
     #[command(flatten)]
     pub data: DataArgs,
-    /// Depths to evaluate (default: every layer of the model).
+    /// Layers to evaluate at (default: every layer of the model).
     #[arg(long)]
     pub layers: Option<NumberList>,
-    /// Sizes to evaluate (default: 32, 64, 128, ... below the model's width, and its width).
+    /// Dimensions to evaluate at (default: 32, 64, 128, ... below the model's, and all of them).
     #[arg(long)]
     pub dims: Option<NumberList>,
     /// Datasets to evaluate.

@@ -62,7 +62,7 @@ pub struct EncoderArgs {
 
 /// The index a question is asked of, and the encoder that reads it.
 #[derive(Args, Debug, Clone)]
-pub struct IndexArgs {
+pub struct OpenIndexArgs {
     #[arg(long, env = "RAG_INDEX", default_value = rag::index::DEFAULT_INDEX_DIR)]
     pub index: PathBuf,
     /// Encoder to use; must be the one the index was built with (default: that one).
@@ -109,13 +109,13 @@ impl EncoderArgs {
     }
 }
 
-/// Which of the index's depths and sizes a question is searched at.
+/// Which of the index's layers and dimensions a question is searched at.
 #[derive(Args, Debug, Clone, Copy)]
 pub struct CellArgs {
-    /// Depth to query (default: the deepest stored).
+    /// Layers to query at: the encoder's first N (default: the most stored).
     #[arg(long)]
     pub layers: Option<usize>,
-    /// Embedding size to query (default: the index's).
+    /// Dimensions to query at: the embedding's first N (default: the index's).
     #[arg(long)]
     pub dim: Option<usize>,
 }
@@ -177,7 +177,7 @@ impl StrategyArgs {
     }
 
     /// The retriever of `index`, tuned by these flags.
-    pub fn open(&self, index: &IndexArgs) -> Result<Retriever> {
+    pub fn open(&self, index: &OpenIndexArgs) -> Result<Retriever> {
         Retriever::open(&index.index, index.model.as_deref(), index.precision.get())?
             .with_tuning(self.tuning())
     }

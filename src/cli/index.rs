@@ -30,12 +30,13 @@ pub struct IndexArgs {
     /// Where the index goes.
     #[arg(long, env = "RAG_INDEX", default_value = index::DEFAULT_INDEX_DIR)]
     pub index: PathBuf,
-    /// Depths to store, e.g. 1,3,6: one forward pass yields all of them (default: full depth).
+    /// Layers to store vectors at, e.g. 1,3,6: one forward pass yields all of them (default: all
+    /// of the model's).
     #[arg(long)]
     pub layers: Option<NumberList>,
     /// Store each depth's first K dimensions, renormalised (ESE / Matryoshka truncation): the
-    /// vector files, memory and search cost shrink to K/width; queries may ask for any size up
-    /// to K (default: the model's full width).
+    /// vector files, memory and search cost shrink to K/the model's dimensions; queries may ask
+    /// for any --dim up to K (default: all of the model's dimensions).
     #[arg(long)]
     pub dim: Option<usize>,
     /// Store each depth's top K principal components (fitted on the corpus, applied to queries
@@ -192,11 +193,11 @@ fn run_merge(args: &IndexArgs) -> Result<()> {
         return print_json(&merged);
     }
     println!(
-        "{}: {} shards checked and merged, {} documents, generation {}",
+        "{}: {} shards checked and merged, {} documents, build {}",
         merged.index_dir.display(),
         merged.shards,
         merged.documents,
-        merged.generation
+        merged.build_id
     );
     Ok(())
 }
@@ -214,9 +215,9 @@ fn run_verify(args: &IndexArgs) -> Result<()> {
     }
     if verified.checksums {
         println!(
-            "{} is whole: generation {}, {} documents, {} files match their checksums, every vector and document reads back",
+            "{} is whole: build {}, {} documents, {} files match their checksums, every vector and document reads back",
             args.index.display(),
-            verified.generation,
+            verified.build_id,
             verified.documents,
             verified.files
         );

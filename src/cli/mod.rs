@@ -14,6 +14,7 @@ mod train;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use rag::index::CellRefusal;
 use serde::Serialize;
 
 #[derive(Parser, Debug)]
@@ -97,5 +98,25 @@ mod tests {
             };
             assert_eq!((cell.layers, cell.dim), (Some(3), Some(64)), "{argv:?}");
         }
+    }
+}
+
+/// An error as one line, its causes outermost first (anyhow's `{:#}`), with a refused depth or
+/// size named by its flag and followed by the rebuild that would give it.
+pub fn describe(err: &anyhow::Error) -> String {
+    err.chain()
+        .map(|cause| match cause.downcast_ref::<CellRefusal>() {
+            Some(refusal) => refused(refusal),
+            None => cause.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+fn refused(refusal: &CellRefusal) -> String {
+    let words = refusal.describe(|field| format!("--{field}"));
+    match refusal.rebuild_flags() {
+        Some(flags) => format!("{words}; rebuild with `rag index {flags}`"),
+        None => words,
     }
 }

@@ -6,7 +6,7 @@ use clap::Args;
 use rag::retrieve::{Mode, SearchRequest, SearchResponse, Strategy};
 use rag::terminal::escape;
 
-use super::flags::{CellArgs, IndexArgs, StrategyArgs};
+use super::flags::{CellArgs, OpenIndexArgs, StrategyArgs};
 use super::print_json;
 
 #[derive(Args, Debug)]
@@ -14,7 +14,7 @@ pub struct SearchArgs {
     /// The question.
     pub query: String,
     #[command(flatten)]
-    pub index: IndexArgs,
+    pub index: OpenIndexArgs,
     /// How many paragraphs.
     #[arg(long, short, default_value_t = 5)]
     pub k: usize,
@@ -62,8 +62,8 @@ fn print_hits(response: &SearchResponse) {
         response.hits.len(),
         response.mode,
         response.hops,
-        response.layers,
-        response.dim,
+        response.cell.layers,
+        response.cell.dim,
         response.timings.total_ms,
         response.timings.encode_ms,
         response.timings.search_ms

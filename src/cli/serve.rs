@@ -11,7 +11,7 @@ use rag::generate::DEFAULT_LLM;
 use rag::index;
 use rag::serve;
 
-use super::flags::{ContextArgs, GeneratorSettingsArgs, IndexArgs, PrecisionArg, StrategyArgs};
+use super::flags::{ContextArgs, GeneratorSettingsArgs, OpenIndexArgs, PrecisionArg, StrategyArgs};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -142,7 +142,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     // Refused binds fail first, before any note about the generator.
     serve::access::check_bind(args.addr, &config.access, args.insecure)?;
     let llm = args.generator(Path::new(DEFAULT_LLM));
-    let index = IndexArgs {
+    let index = OpenIndexArgs {
         precision: PrecisionArg {
             precision: Some(args.precision()),
         },
@@ -151,7 +151,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let (settings, strategy) = (args.settings, args.strategy);
     let load = move || {
-        let retriever = Arc::new(serve::LiveIndex::new(strategy.open(&index)?)?);
+        let retriever = Arc::new(serve::ReloadingIndex::new(strategy.open(&index)?)?);
         let answerer = match llm {
             Some(path) => Some(Arc::new(serve::RagAnswerer {
                 retriever: Arc::clone(&retriever),

@@ -1,7 +1,9 @@
 //! Sentence encoder: a BERT checkpoint in the Hugging Face layout, run to a chosen depth,
 //! pooled, and truncated to a chosen number of dimensions (the ESE way).
 
+mod batching;
 pub mod bert;
+mod checkpoint;
 pub mod dense_head;
 mod gemm;
 mod head;
@@ -12,14 +14,16 @@ pub mod tiny;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
-use serde::Deserialize;
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
+pub use batching::{length_batches, BatchInputs};
 pub use bert::{BertModel, Config};
+pub use checkpoint::{load_tokenizer, read_config, weights_file};
+use checkpoint::{read_optional_json, SentenceBertConfig, SentenceTransformersConfig};
 pub use dense_head::DenseHead;
 pub use gemm::Precision;
 pub use pooling::Pooling;
@@ -55,69 +59,6 @@ pub struct Encoder {
     pub precision: Precision,
     pub model_dir: PathBuf,
     weights_path: PathBuf,
-}
-
-#[derive(Deserialize, Default)]
-struct SentenceBertConfig {
-    max_seq_length: Option<usize>,
-}
-
-#[derive(Deserialize, Default)]
-struct SentenceTransformersConfig {
-    #[serde(default)]
-    prompts: std::collections::HashMap<String, String>,
-}
-
-fn read_optional_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T> {
-    if path.exists() {
-        files::read_json(path)
-    } else {
-        Ok(T::default())
-    }
-}
-
-/// The weights file of a checkpoint directory.
-pub fn weights_file(model_dir: &Path) -> Result<PathBuf> {
-    ["model.safetensors", "pytorch_model.bin"]
-        .iter()
-        .map(|name| model_dir.join(name))
-        .find(|p| p.exists())
-        .ok_or_else(|| {
-            anyhow!(
-                "{}: no model.safetensors or pytorch_model.bin (is this a Hugging Face model directory?)",
-                model_dir.display()
-            )
-        })
-}
-
-/// A checkpoint's `config.json`, checked to describe a BERT-style encoder.
-pub fn read_config(model_dir: &Path) -> Result<Config> {
-    let config: Config = files::read_json(&model_dir.join("config.json"))?;
-    if let Some(kind) = config.model_type.as_deref() {
-        if !["bert", "roberta", "xlm-roberta"].contains(&kind) && !kind.contains("bert") {
-            bail!(
-                "{}: model_type '{kind}' is not a BERT encoder",
-                model_dir.display()
-            );
-        }
-    }
-    Ok(config)
-}
-
-/// The checkpoint's tokenizer, truncating to `max_length` tokens and never padding (batches
-/// are padded to their own longest member).
-pub fn load_tokenizer(model_dir: &Path, max_length: usize) -> Result<Tokenizer> {
-    let tokenizer_path = model_dir.join("tokenizer.json");
-    let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-        .map_err(|e| anyhow!("loading {}: {e}", tokenizer_path.display()))?;
-    tokenizer
-        .with_truncation(Some(TruncationParams {
-            max_length,
-            ..Default::default()
-        }))
-        .map_err(|e| anyhow!("configuring truncation: {e}"))?;
-    tokenizer.with_padding(None);
-    Ok(tokenizer)
 }
 
 impl Encoder {
@@ -353,71 +294,6 @@ impl Encoder {
     }
 }
 
-/// Padded id, type and mask tensors for one batch.
-pub struct BatchInputs {
-    pub input_ids: Tensor,
-    pub token_type_ids: Tensor,
-    pub attention_mask: Tensor,
-}
-
-impl BatchInputs {
-    pub fn new<'a>(
-        sequences: impl Iterator<Item = &'a [u32]> + Clone,
-        device: &Device,
-    ) -> Result<Self> {
-        let rows = sequences.clone().count();
-        let width = sequences
-            .clone()
-            .map(<[u32]>::len)
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let mut input_ids = vec![0u32; rows * width];
-        let mut mask = vec![0u32; rows * width];
-        for (row, seq) in sequences.enumerate() {
-            input_ids[row * width..row * width + seq.len()].copy_from_slice(seq);
-            mask[row * width..row * width + seq.len()].fill(1);
-        }
-        Ok(Self {
-            input_ids: Tensor::from_vec(input_ids, (rows, width), device)?,
-            token_type_ids: Tensor::zeros((rows, width), DType::U32, device)?,
-            attention_mask: Tensor::from_vec(mask, (rows, width), device)?,
-        })
-    }
-}
-
-/// Groups sequence indices into batches of similar length (longest first), each with at most
-/// `max_sequences` members and at most `max_tokens` padded tokens, so little compute is spent on
-/// padding.
-pub fn length_batches(
-    ids: &[Vec<u32>],
-    max_sequences: usize,
-    max_tokens: usize,
-) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..ids.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
-    let mut batches = Vec::new();
-    let mut current: Vec<usize> = Vec::new();
-    let mut width = 0;
-    for i in order {
-        let len = ids[i].len().max(1);
-        let new_width = width.max(len);
-        if !current.is_empty()
-            && (current.len() == max_sequences || new_width * (current.len() + 1) > max_tokens)
-        {
-            batches.push(std::mem::take(&mut current));
-            width = len;
-        } else {
-            width = new_width;
-        }
-        current.push(i);
-    }
-    if !current.is_empty() {
-        batches.push(current);
-    }
-    batches
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,27 +514,5 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("/nonexistent/model"));
-    }
-
-    #[test]
-    fn length_batches_cover_every_sequence_once_within_limits() {
-        let ids: Vec<Vec<u32>> = [5, 1, 9, 3, 9, 2, 7, 4]
-            .iter()
-            .map(|&n| vec![1; n])
-            .collect();
-        let batches = length_batches(&ids, 3, 20);
-        let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
-        seen.sort();
-        assert_eq!(seen, (0..ids.len()).collect::<Vec<_>>());
-        for batch in &batches {
-            assert!(batch.len() <= 3);
-            let width = batch.iter().map(|&i| ids[i].len()).max().unwrap();
-            assert!(
-                width * batch.len() <= 20,
-                "batch {batch:?} exceeds the token budget"
-            );
-        }
-        // Longest first: the first batch holds the two 9-token sequences.
-        assert_eq!(ids[batches[0][0]].len(), 9);
     }
 }

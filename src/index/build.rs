@@ -30,7 +30,9 @@ use super::given_vectors::GivenVectors;
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
 use super::sharded::{self, ShardSpec};
-use super::{bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, Part, Pca, PcaSpec};
+use super::{
+    bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, OpenDir, Pca, PcaSpec,
+};
 use crate::corpus::{self, Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
@@ -99,6 +101,30 @@ pub struct BuildSummary {
     pub up_to_date: bool,
 }
 
+impl BuildSummary {
+    /// An index that already held exactly what was asked for: nothing was done.
+    fn up_to_date(index_dir: PathBuf, manifest: Manifest, started: Instant) -> Self {
+        Self {
+            index_dir,
+            documents: manifest.documents,
+            layers: manifest.layers,
+            dim: manifest.stored_dim,
+            stored_dim: manifest.stored_dim,
+            reduce: manifest.reduce,
+            resumed_from: 0,
+            encode_seconds: 0.0,
+            paragraphs_per_second: 0.0,
+            total_seconds: started.elapsed().as_secs_f64(),
+            duplicates: manifest.stats.duplicates,
+            skipped_records: manifest.stats.skipped_records,
+            files: manifest.stats.files,
+            skipped_files: manifest.stats.skipped_files,
+            ignored_files: manifest.stats.ignored_files,
+            up_to_date: true,
+        }
+    }
+}
+
 /// What a build is making; a checkpoint is resumed only by a build with the same plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Plan {
@@ -160,8 +186,8 @@ fn vectors_file(dir: &Path, depth: usize) -> PathBuf {
     dir.join(VECTORS_DIR).join(format!("L{depth}.f32"))
 }
 
-pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
-    let started = Instant::now();
+/// Refuses options that cannot make an index, before anything is read or touched.
+fn check_options(options: &BuildOptions) -> Result<()> {
     corpus::validate_template(&options.template)?;
     if options.corpus.is_empty() {
         bail!("no corpus files given");
@@ -170,6 +196,12 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         // Each shard would fit its own PCA, and the shards' vectors would not be comparable.
         bail!("--reduce {spec} cannot be combined with --shard {shard}: each shard would fit a PCA of its own");
     }
+    Ok(())
+}
+
+pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
+    let started = Instant::now();
+    check_options(options)?;
     // Before anything is touched: a file or someone else's folder is refused, a link followed.
     let index_dir = target::resolve(&match options.shard {
         Some(shard) => shard.dir(&options.index_dir),
@@ -215,24 +247,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     };
     if !options.fresh {
         if let Some(manifest) = current_manifest(&index_dir, &plan, &inputs, stored_dim, options) {
-            return Ok(BuildSummary {
-                index_dir,
-                documents: manifest.documents,
-                layers,
-                dim: stored_dim,
-                stored_dim,
-                reduce: manifest.reduce,
-                resumed_from: 0,
-                encode_seconds: 0.0,
-                paragraphs_per_second: 0.0,
-                total_seconds: started.elapsed().as_secs_f64(),
-                duplicates: manifest.stats.duplicates,
-                skipped_records: manifest.stats.skipped_records,
-                files: manifest.stats.files.clone(),
-                skipped_files: manifest.stats.skipped_files,
-                ignored_files: manifest.stats.ignored_files,
-                up_to_date: true,
-            });
+            return Ok(BuildSummary::up_to_date(index_dir, manifest, started));
         }
     }
     let work = building_dir(&index_dir);
@@ -258,34 +273,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         }
     }
     build_bm25(&work, documents, options.progress)?;
-    let mut transforms = BTreeMap::new();
-    for &depth in &layers {
-        let pca = match options.reduce {
-            Some(spec) => {
-                let pca = fit_pca(&work, depth, width, documents, spec)
-                    .with_context(|| format!("--reduce {spec} on layer {depth}"))?;
-                let file = pca_file(depth);
-                create_dir(&work.join("pca"))?;
-                pca.save(&work.join(&file))?;
-                transforms.insert(depth, file);
-                Some(pca)
-            }
-            None => None,
-        };
-        build_dense(
-            &work,
-            depth,
-            encoded_width,
-            pca.as_ref(),
-            documents,
-            options.ann,
-        )?;
-    }
-    let reduce = options.reduce.map(|method| StoredReduction {
-        method,
-        fitted_on: documents.min(PCA_SAMPLE_LIMIT as u64),
-        transforms,
-    });
+    let reduce = build_vectors(&work, &layers, width, encoded_width, documents, options)?;
     let mut manifest = Manifest {
         format_version: CHECKSUMS_FORMAT_VERSION,
         rag_version: env!("CARGO_PKG_VERSION").into(),
@@ -304,7 +292,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             .unwrap_or(0),
         reduce: reduce.clone(),
         files: BTreeMap::new(),
-        generation: String::new(),
+        build_id: String::new(),
         shard: options.shard.map(|spec| ShardRecord {
             spec,
             corpus_documents: checkpoint.corpus_documents,
@@ -339,6 +327,46 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         ignored_files: counts.ignored_files,
         up_to_date: false,
     })
+}
+
+/// Each depth's stored vectors (and graph) from the checkpointed ones, through a PCA fitted
+/// here with `--reduce`: the reduction, if any, as the manifest records it.
+fn build_vectors(
+    work: &Path,
+    layers: &[usize],
+    width: usize,
+    encoded_width: usize,
+    documents: u64,
+    options: &BuildOptions,
+) -> Result<Option<StoredReduction>> {
+    let mut transforms = BTreeMap::new();
+    for &depth in layers {
+        let pca = match options.reduce {
+            Some(spec) => {
+                let pca = fit_pca(work, depth, width, documents, spec)
+                    .with_context(|| format!("--reduce {spec} on layer {depth}"))?;
+                let file = pca_file(depth);
+                create_dir(&work.join("pca"))?;
+                pca.save(&work.join(&file))?;
+                transforms.insert(depth, file);
+                Some(pca)
+            }
+            None => None,
+        };
+        build_dense(
+            work,
+            depth,
+            encoded_width,
+            pca.as_ref(),
+            documents,
+            options.ann,
+        )?;
+    }
+    Ok(options.reduce.map(|method| StoredReduction {
+        method,
+        fitted_on: documents.min(PCA_SAMPLE_LIMIT as u64),
+        transforms,
+    }))
 }
 
 /// The width each depth's vectors are stored at: K with `--reduce pca:K` (the top K principal
@@ -390,7 +418,7 @@ fn current_manifest(
     if !same {
         return None;
     }
-    if let Err(err) = Part::check_opens(index_dir) {
+    if let Err(err) = OpenDir::check_opens(index_dir) {
         eprintln!(
             "note: {} was built from this corpus but does not open ({err:#}); rebuilding it",
             index_dir.display()
@@ -455,7 +483,7 @@ fn encode_corpus(
         None => None,
     };
 
-    let mut stream = Owned {
+    let mut stream = BuildDocuments {
         stream: ParagraphStream::from_inputs(
             inputs.to_vec(),
             options.skip_bad,
@@ -557,13 +585,13 @@ fn encode_corpus(
 
 /// The corpus's documents that go into this build, each with its global id (its position in the
 /// deduplicated corpus): all of them, or a shard's.
-struct Owned {
+struct BuildDocuments {
     stream: ParagraphStream,
     shard: Option<ShardSpec>,
     position: u64,
 }
 
-impl Iterator for Owned {
+impl Iterator for BuildDocuments {
     type Item = Result<(u64, Paragraph)>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -2,7 +2,7 @@
 //! stay faiss's own format), but reading it here lets an index check a file's header against the
 //! manifest before loading any vector, hash the vectors as they are read, and read them from a
 //! handle opened with the rest of the index rather than by path later, when a build may have
-//! put another generation of the index in its place.
+//! put another build of the index in its place.
 //!
 //! ```text
 //! "IxF2" | d: i32 | ntotal: i64 | 2 x i64 (unused) | is_trained: u8 | metric: i32 (1 = L2)

@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::flat_file::damaged;
-use super::manifest::{Manifest, MANIFEST_FILE};
 
 /// Size and checksum of one file of an index, as the build left it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,8 +101,8 @@ fn carries_no_data(relative: &Path) -> bool {
             .is_some_and(|name| super::bm25::LOCK_FILES.iter().any(|l| name == *l))
 }
 
-/// Every file under `dir` but the manifest, the files that carry no data and the top-level
-/// entries in `skip`, by path relative to `dir` ('/'-separated).
+/// Every file under `dir` but the files that carry no data and the top-level entries in `skip`
+/// (the manifest among them), by path relative to `dir` ('/'-separated).
 pub fn record_files(dir: &Path, skip: &[&str]) -> Result<BTreeMap<String, FileRecord>> {
     std::thread::sleep(SEAL_MARGIN);
     let changed_before = SystemTime::now() - SEAL_MARGIN;
@@ -116,10 +115,7 @@ pub fn record_files(dir: &Path, skip: &[&str]) -> Result<BTreeMap<String, FileRe
         {
             let entry = entry.with_context(|| format!("listing {}", full.display()))?;
             let path = relative.join(entry.file_name());
-            if path == Path::new(MANIFEST_FILE)
-                || carries_no_data(&path)
-                || skip.iter().any(|s| path == Path::new(s))
-            {
+            if carries_no_data(&path) || skip.iter().any(|s| path == Path::new(s)) {
                 continue;
             }
             if entry.file_type()?.is_dir() {
@@ -149,8 +145,8 @@ fn key(relative: &Path) -> String {
         .join("/")
 }
 
-/// A generation's id: a digest of its files' checksums, so it names exactly what is served.
-pub fn generation_id(files: &BTreeMap<String, FileRecord>) -> String {
+/// A build's id: a digest of its files' checksums, so it names exactly what is served.
+pub fn build_id(files: &BTreeMap<String, FileRecord>) -> String {
     let mut hasher = Sha256::new();
     for (path, record) in files {
         hasher.update(format!("{path}\0{}\n", record.sha256));
@@ -172,8 +168,12 @@ pub enum Hashing<'a> {
 /// Checks the size of every recorded file (and that it exists), and the checksum of the files
 /// `hashing` names. An index from before checksums is let through with a one-line note on
 /// stderr, once per process.
-pub fn check_recorded(dir: &Path, manifest: &Manifest, hashing: Hashing) -> Result<()> {
-    if manifest.files.is_empty() {
+pub fn check_recorded(
+    dir: &Path,
+    files: &BTreeMap<String, FileRecord>,
+    hashing: Hashing,
+) -> Result<()> {
+    if files.is_empty() {
         static NOTED: AtomicBool = AtomicBool::new(false);
         if !NOTED.swap(true, Ordering::Relaxed) {
             eprintln!(
@@ -183,7 +183,7 @@ pub fn check_recorded(dir: &Path, manifest: &Manifest, hashing: Hashing) -> Resu
         }
         return Ok(());
     }
-    for (relative, record) in &manifest.files {
+    for (relative, record) in files {
         if carries_no_data(Path::new(relative)) {
             continue;
         }
@@ -229,9 +229,12 @@ pub fn check_sha(path: &Path, record: &FileRecord, sha256: &str) -> Result<()> {
     Ok(())
 }
 
-/// The recorded file at `relative`, if the index records its files.
-pub fn record<'a>(manifest: &'a Manifest, relative: &Path) -> Option<&'a FileRecord> {
-    manifest.files.get(&key(relative))
+/// The recorded file at `relative` among a manifest's `files`, if the index records its files.
+pub fn record<'a>(
+    files: &'a BTreeMap<String, FileRecord>,
+    relative: &Path,
+) -> Option<&'a FileRecord> {
+    files.get(&key(relative))
 }
 
 /// Whether a stored vector (finite: loading checks that) has unit length, as every stored

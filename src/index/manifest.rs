@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{CorpusFile, StreamStats};
 use crate::encoder::{Encoder, Pooling, Precision};
+use crate::index::cell::{Cell, CellRefusal};
 use crate::index::integrity::{self, FileRecord};
 use crate::index::sharded::ShardSpec;
 use crate::index::{AnnSpec, PcaSpec};
@@ -120,9 +121,14 @@ pub struct Manifest {
     /// index from before checksums.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, FileRecord>,
-    /// The digest of `files` (see [`integrity::generation_id`]).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub generation: String,
+    /// The digest of `files` (see [`integrity::build_id`]). Written as `generation`, the name
+    /// indexes on disk have.
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        rename = "generation"
+    )]
+    pub build_id: String,
     /// Which shard of a sharded index this is (`rag index --shard`), if one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardRecord>,
@@ -139,23 +145,6 @@ pub struct ShardRecord {
     pub spec: ShardSpec,
     /// Documents in the whole deduplicated corpus: the shards' ids cover `0..corpus_documents`.
     pub corpus_documents: u64,
-}
-
-/// How a depth or size was asked for, so that a refusal names what the asker can change: a
-/// command-line flag, or a JSON field of an HTTP request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Asker {
-    Cli,
-    Http,
-}
-
-impl Asker {
-    fn name(self, field: &str) -> String {
-        match self {
-            Asker::Cli => format!("--{field}"),
-            Asker::Http => format!("`{field}`"),
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,9 +235,9 @@ impl Manifest {
                 manifest.format_version
             );
         }
-        // A generation is the digest of the file list: a manifest naming one had the list.
+        // A build id is the digest of the file list: a manifest naming one had the list.
         let had_checksums =
-            manifest.format_version >= CHECKSUMS_FORMAT_VERSION || !manifest.generation.is_empty();
+            manifest.format_version >= CHECKSUMS_FORMAT_VERSION || !manifest.build_id.is_empty();
         if had_checksums && manifest.files.is_empty() {
             bail!(super::flat_file::damaged(
                 &path,
@@ -262,73 +251,57 @@ impl Manifest {
         crate::files::write_json_atomic(&dir.join(MANIFEST_FILE), self)
     }
 
-    /// The generation id: the digest of the files (an index from before checksums is named by
+    /// The build id: the digest of the files (an index from before checksums is named by
     /// when it was built).
-    pub fn generation(&self) -> String {
-        if self.generation.is_empty() {
+    pub fn build_id(&self) -> String {
+        if self.build_id.is_empty() {
             format!("unchecked-{}", self.created_unix)
         } else {
-            self.generation.clone()
+            self.build_id.clone()
         }
     }
 
     /// Records the files now in `dir` (but the top-level entries named in `skip`, which are
-    /// not part of the index) and names the generation they make; the manifest is then written
+    /// not part of the index) and names the build they make; the manifest is then written
     /// last.
     pub fn seal(&mut self, dir: &Path, skip: &[&str]) -> Result<()> {
-        self.files = integrity::record_files(dir, skip)?;
-        self.generation = integrity::generation_id(&self.files);
+        let skip: Vec<&str> = skip.iter().copied().chain([MANIFEST_FILE]).collect();
+        self.files = integrity::record_files(dir, &skip)?;
+        self.build_id = integrity::build_id(&self.files);
         Ok(())
     }
 
     /// Resolves a query's depth and size against what is stored: `None` means the default (the
-    /// deepest stored depth, the size given at build time). Refusals name the flag or field
-    /// `asker` sets, and suggest a rebuild only where one would work.
-    pub fn resolve(
-        &self,
-        layers: Option<usize>,
-        dim: Option<usize>,
-        asker: Asker,
-    ) -> Result<(usize, usize)> {
+    /// deepest stored depth, the size given at build time). A refusal says what was refused
+    /// and why, for the front end to word.
+    pub fn resolve(&self, layers: Option<usize>, dim: Option<usize>) -> Result<Cell, CellRefusal> {
         let depth = layers.unwrap_or(*self.layers.last().expect("an index stores a depth"));
         if !self.layers.contains(&depth) {
-            let model_layers = self.model.num_layers;
-            let stored = join(&self.layers);
-            let field = asker.name("layers");
-            if depth == 0 || depth > model_layers {
-                bail!(
-                    "{field} {depth} is outside 1..={model_layers}, the depths of {} (the index stores {stored})",
-                    self.model.name
-                );
-            }
-            match asker {
-                Asker::Cli => bail!(
-                    "the index has no vectors for --layers {depth} (it stores {stored}); rebuild with `rag index --layers {}`",
-                    join(&[self.layers.clone(), vec![depth]].concat())
-                ),
-                Asker::Http => {
-                    bail!("the index has no vectors for `layers` {depth} (it stores {stored})")
+            let stored = self.layers.clone();
+            return Err(if depth == 0 || depth > self.model.num_layers {
+                CellRefusal::LayersOutsideModel {
+                    layers: depth,
+                    model_layers: self.model.num_layers,
+                    model: self.model.name.clone(),
+                    stored,
                 }
-            }
+            } else {
+                CellRefusal::LayersNotStored {
+                    layers: depth,
+                    stored,
+                }
+            });
         }
         let dim = dim.unwrap_or(self.default_dim);
         if dim == 0 || dim > self.stored_dim {
-            let field = asker.name("dim");
-            let stored = self.stored_dim;
-            match (&self.reduce, asker) {
-                (Some(r), _) => bail!(
-                    "{field} {dim} is outside 1..={stored} for this index (its vectors were reduced with {})",
-                    r.method
-                ),
-                (None, Asker::Cli) if dim > stored && dim <= self.model.hidden_size => bail!(
-                    "--dim {dim} is outside 1..={stored} for this index (it stores {stored} dimensions); rebuild with `rag index --dim {dim}`"
-                ),
-                (None, _) => bail!(
-                    "{field} {dim} is outside 1..={stored} for this index (it stores {stored} dimensions)"
-                ),
-            }
+            return Err(CellRefusal::DimOutsideStored {
+                dim,
+                stored_dim: self.stored_dim,
+                model_dim: self.model.hidden_size,
+                reduced_with: self.reduce.as_ref().map(|r| r.method.to_string()),
+            });
         }
-        Ok((depth, dim))
+        Ok(Cell::new(depth, dim))
     }
 
     /// The sizes offered to people picking one (any size up to `stored_dim` works): the powers
@@ -342,15 +315,4 @@ impl Manifest {
         dims.dedup();
         dims
     }
-}
-
-fn join(values: &[usize]) -> String {
-    let mut sorted = values.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    sorted
-        .iter()
-        .map(|v| v.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }

@@ -17,13 +17,14 @@
 //! A sharded index is a directory of such indexes, one per shard, under a top manifest
 //! ([`sharded`]).
 //!
-//! An open [`Index`] is one generation of the directory: every file it reads is opened (or read
+//! An open [`Index`] is one build of the directory: every file it reads is opened (or read
 //! whole) when it opens, so a build that replaces the directory meanwhile changes nothing it
 //! answers. Opening never writes.
 
 pub mod ann;
 pub mod bm25;
 pub mod build;
+pub mod cell;
 pub mod dense;
 pub mod docstore;
 mod flat_file;
@@ -31,7 +32,7 @@ pub mod given_vectors;
 pub mod integrity;
 pub mod lock;
 pub mod manifest;
-mod part;
+mod open_dir;
 pub mod pca;
 pub mod sharded;
 pub mod target;
@@ -43,10 +44,11 @@ use anyhow::{Context, Result};
 
 pub use ann::{AnnSpec, DEFAULT_EF_SEARCH};
 pub use build::{build, BuildOptions, BuildSummary};
+pub use cell::{Cell, CellRefusal};
 pub use dense::DenseIndex;
 pub use docstore::DocStore;
 pub use manifest::Manifest;
-pub use part::Part;
+pub use open_dir::OpenDir;
 pub use pca::{Pca, PcaSpec};
 pub use sharded::{ShardSpec, ShardsManifest};
 pub use verify::{verify, verify_at, AnnRecall, Verified};
@@ -75,9 +77,9 @@ const OPEN_ATTEMPTS: usize = 3;
 pub struct Index {
     pub dir: PathBuf,
     /// The index's manifest; for a sharded index, the first shard's with the whole corpus's
-    /// document count and the top manifest's generation.
+    /// document count and the top manifest's build id.
     pub manifest: Manifest,
-    parts: Vec<Part>,
+    parts: Vec<OpenDir>,
     /// Set by [`Index::only_shard`]: the one part ranked.
     searched: Option<usize>,
 }
@@ -85,12 +87,12 @@ pub struct Index {
 impl Index {
     /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]);
     /// a sharded index also has its shards checked against its top manifest. A build that
-    /// installs a new generation while this runs makes it start over, so that the files opened
-    /// are all of one generation.
+    /// installs a new one while this runs makes it start over, so that the files opened
+    /// are all of one build.
     pub fn open(dir: &Path) -> Result<Self> {
         for _ in 0..OPEN_ATTEMPTS {
             let index = Self::open_once(dir)?;
-            if generation_on_disk(dir).as_deref() == Some(index.generation().as_str()) {
+            if build_on_disk(dir).as_deref() == Some(index.build_id().as_str()) {
                 return Ok(index);
             }
         }
@@ -102,7 +104,7 @@ impl Index {
 
     fn open_once(dir: &Path) -> Result<Self> {
         if !sharded::is_sharded(dir) {
-            let part = Part::open(dir)?;
+            let part = OpenDir::open(dir)?;
             return Ok(Self {
                 dir: dir.to_path_buf(),
                 manifest: part.manifest.clone(),
@@ -137,17 +139,17 @@ impl Index {
     }
 
     /// The parts whose documents are ranked.
-    fn searched(&self) -> &[Part] {
+    fn searched(&self) -> &[OpenDir] {
         match self.searched {
             Some(i) => std::slice::from_ref(&self.parts[i]),
             None => &self.parts,
         }
     }
 
-    /// Names what this index holds: the digest of its files (see [`integrity::generation_id`]),
-    /// or of its shards' generations.
-    pub fn generation(&self) -> String {
-        self.manifest.generation()
+    /// Names what this index holds: the digest of its files (see [`integrity::build_id`]),
+    /// or of its shards' build ids.
+    pub fn build_id(&self) -> String {
+        self.manifest.build_id()
     }
 
     pub fn len(&self) -> u64 {
@@ -159,7 +161,7 @@ impl Index {
     }
 
     /// The directories searched together: the index itself, or each of its shards.
-    pub fn parts(&self) -> &[Part] {
+    pub fn parts(&self) -> &[OpenDir] {
         &self.parts
     }
 
@@ -183,25 +185,24 @@ impl Index {
 
     /// Query vectors comparable with the stored ones at a resolved depth and size, from the
     /// encoder's full-width output: through the index's PCA when it has one (a sharded index
-    /// never has: `--reduce` is refused with `--shard`), then cut to `dim`.
-    pub fn query_vectors(&self, depth: usize, dim: usize, full: &Matrix) -> Result<Matrix> {
-        self.parts[0].query_vectors(depth, dim, full)
+    /// never has: `--reduce` is refused with `--shard`), then cut to `cell.dim`.
+    pub fn query_vectors(&self, cell: Cell, full: &Matrix) -> Result<Matrix> {
+        self.parts[0].query_vectors(cell, full)
     }
 
     /// Loads every depth's vectors now rather than on first use, so that a damaged file is
     /// refused when the index opens (a server does this before it reports ready).
     pub fn preload(&self) -> Result<()> {
-        self.parts.iter().try_for_each(Part::preload)
+        self.parts.iter().try_for_each(OpenDir::preload)
     }
 
     /// The `k` nearest documents to each row-major query at a resolved depth and size, as
     /// (global id, cosine), over every part: through each part's HNSW graph (visiting
     /// `ef_search` candidates, [`DEFAULT_EF_SEARCH`] when `None`) where the index has one and
-    /// `dim` is the stored width, else exactly.
+    /// `cell.dim` is the stored width, else exactly.
     pub fn search_dense(
         &self,
-        depth: usize,
-        dim: usize,
+        Cell { layers: depth, dim }: Cell,
         queries: &[f32],
         k: usize,
         ef_search: Option<usize>,
@@ -244,7 +245,7 @@ impl Index {
         syntax: bm25::QuerySyntax,
         k: usize,
     ) -> Result<Vec<(u64, f32)>> {
-        let indexes: Vec<&bm25::Bm25Index> = self.parts.iter().map(Part::bm25).collect();
+        let indexes: Vec<&bm25::Bm25Index> = self.parts.iter().map(OpenDir::bm25).collect();
         let mut lists = bm25::search_all(&indexes, question, syntax, k)?;
         if let Some(i) = self.searched {
             lists = vec![lists.swap_remove(i)];
@@ -270,7 +271,7 @@ fn note_exact_search(manifest: &Manifest, dim: usize) {
     }
 }
 
-/// The file a new generation of the index in `dir` replaces last: its manifest, or the top
+/// The file a new build of the index in `dir` replaces last: its manifest, or the top
 /// manifest of a sharded index.
 pub fn top_manifest_file(dir: &Path) -> PathBuf {
     if sharded::is_sharded(dir) {
@@ -293,13 +294,13 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     Ok(top.combined(&Manifest::read(&dir.join(&first.dir))?))
 }
 
-/// The generation the index in `dir` holds now, as [`Index::generation`] names it, without
+/// The build the index in `dir` holds now, as [`Index::build_id`] names it, without
 /// opening it (`None`: no readable manifest).
-pub fn generation_on_disk(dir: &Path) -> Option<String> {
+pub fn build_on_disk(dir: &Path) -> Option<String> {
     if sharded::is_sharded(dir) {
-        ShardsManifest::read(dir).ok().map(|top| top.generation)
+        ShardsManifest::read(dir).ok().map(|top| top.build_id)
     } else {
-        Manifest::read(dir).ok().map(|m| m.generation())
+        Manifest::read(dir).ok().map(|m| m.build_id())
     }
 }
 

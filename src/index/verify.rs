@@ -10,11 +10,13 @@ use serde::Serialize;
 
 use super::ann::{recall_against_flat, DEFAULT_EF_SEARCH};
 use super::flat_file::damaged;
-use super::{dense_file, integrity, Index, Part};
+use super::{dense_file, integrity, Index, OpenDir};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Verified {
-    pub generation: String,
+    /// Written as `generation`, as before the index's builds had that name.
+    #[serde(rename = "generation")]
+    pub build_id: String,
     pub documents: u64,
     pub files: usize,
     /// False for an index from before checksums: its bytes could not be checked.
@@ -75,7 +77,7 @@ pub fn verify_at(dir: &Path, ef_search: usize) -> Result<Verified> {
         }
     }
     Ok(Verified {
-        generation: index.generation(),
+        build_id: index.build_id(),
         documents: index.len(),
         files,
         checksums,
@@ -83,9 +85,9 @@ pub fn verify_at(dir: &Path, ef_search: usize) -> Result<Verified> {
     })
 }
 
-fn verify_part(index: &Part) -> Result<Verified> {
+fn verify_part(index: &OpenDir) -> Result<Verified> {
     let dir = &index.dir;
-    integrity::check_recorded(dir, &index.manifest, integrity::Hashing::All)?;
+    integrity::check_recorded(dir, &index.manifest.files, integrity::Hashing::All)?;
     let manifest = &index.manifest;
     for &depth in &manifest.layers {
         let vectors = index.dense(depth, manifest.stored_dim)?;
@@ -102,7 +104,7 @@ fn verify_part(index: &Part) -> Result<Verified> {
         index.document(id)?;
     }
     Ok(Verified {
-        generation: manifest.generation(),
+        build_id: manifest.build_id(),
         documents: index.documents(),
         files: manifest.files.len(),
         checksums: !manifest.files.is_empty(),

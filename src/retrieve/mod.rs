@@ -16,8 +16,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 
 use crate::encoder::{Encoder, EncoderOptions, Precision};
-use crate::index::manifest::Asker;
-use crate::index::Index;
+use crate::index::{Cell, CellRefusal, Index};
 use crate::progress::ms_since;
 use crate::vectors::Matrix;
 pub use request::{validate_question, Mode, SearchRequest, Strategy, Tuning, MAX_QUESTION_BYTES};
@@ -26,9 +25,27 @@ pub use response::{Hit, Scored, SearchResponse, SearchTimings};
 /// How deep each ranking merged into another (fusion's inputs, each hop) is taken.
 const CANDIDATES: usize = 50;
 
+/// Questions to rank, and their dense query vectors if the caller encoded them already (full
+/// width, at the ranking's depth, query prefix applied, a row per question).
+#[derive(Clone, Copy)]
+pub struct Queries<'a> {
+    pub texts: &'a [&'a str],
+    pub encoded: Option<&'a Matrix>,
+}
+
+impl<'a> Queries<'a> {
+    /// Questions the ranking encodes itself.
+    pub fn texts(texts: &'a [&'a str]) -> Self {
+        Self {
+            texts,
+            encoded: None,
+        }
+    }
+}
+
 pub struct Retriever {
     pub index: Index,
-    /// Shared with the retriever of the index's next generation when it has the same encoder.
+    /// Shared with the retriever of the index's next build when it has the same encoder.
     pub encoder: Arc<Encoder>,
     pub tuning: Tuning,
     /// The index's title links, built on the first search that uses them.
@@ -49,7 +66,7 @@ impl Retriever {
         })
     }
 
-    /// The index in `index_dir` as it is now (another generation of it, after a rebuild), every
+    /// The index in `index_dir` as it is now (another build of it, after a rebuild), every
     /// vector file loaded; keeps this retriever's encoder when the new index was built with the
     /// same one and stores no deeper layer.
     pub fn reopen(&self, index_dir: &Path) -> Result<Self> {
@@ -123,33 +140,31 @@ impl Retriever {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let started = Instant::now();
         let query = validate_question(request.query)?;
-        let (layers, dim) = self.resolve(request, Asker::Cli)?;
+        let cell = self.resolve(request)?;
         let mut timings = SearchTimings::default();
         let ranked = self
             .rank(
-                &[query],
-                None,
+                Queries::texts(&[query]),
                 request.strategy,
-                layers,
-                dim,
+                cell,
                 request.k,
                 &mut timings,
             )?
             .pop()
             .unwrap_or_default();
-        let mut response = self.respond(query, request.strategy, layers, dim, ranked, timings)?;
+        let mut response = self.respond(query, request.strategy, cell, ranked, timings)?;
         response.timings.total_ms = ms_since(started);
         Ok(response)
     }
 
     /// The depth and size `request` asks for, resolved against the index. BM25 has neither:
     /// for it they are ignored (and the defaults reported).
-    pub fn resolve(&self, request: &SearchRequest, asker: Asker) -> Result<(usize, usize)> {
+    pub fn resolve(&self, request: &SearchRequest) -> Result<Cell, CellRefusal> {
         let manifest = &self.index.manifest;
         if request.strategy.mode.is_dense() {
-            manifest.resolve(request.layers, request.dim, asker)
+            manifest.resolve(request.layers, request.dim)
         } else {
-            manifest.resolve(None, None, asker)
+            manifest.resolve(None, None)
         }
     }
 
@@ -160,8 +175,7 @@ impl Retriever {
         &self,
         query: &str,
         strategy: Strategy,
-        layers: usize,
-        dim: usize,
+        cell: Cell,
         ranked: Vec<Scored>,
         timings: SearchTimings,
     ) -> Result<SearchResponse> {
@@ -185,45 +199,36 @@ impl Retriever {
             query: query.to_string(),
             mode: strategy.mode,
             hops: strategy.hops,
-            layers,
-            dim,
+            cell,
             hits,
             timings,
         })
     }
 
-    /// Rankings for many questions at a resolved depth and size. Dense questions are encoded
-    /// here as one batch, unless `encoded` holds them already (full width, at this depth, query
-    /// prefix applied, a row per question). A second hop searches again for every question and
-    /// each of its best first-hop paragraphs ([`Tuning::hop_beam`]), all in one batch.
-    #[allow(clippy::too_many_arguments)]
+    /// Rankings for many questions at a resolved cell. Dense questions are encoded here as one
+    /// batch, unless the caller encoded them ([`Queries::encoded`]). A second hop searches
+    /// again for every question and each of its best first-hop paragraphs
+    /// ([`Tuning::hop_beam`]), all in one batch.
     pub fn rank(
         &self,
-        queries: &[&str],
-        encoded: Option<&Matrix>,
+        queries: Queries,
         strategy: Strategy,
-        layers: usize,
-        dim: usize,
+        cell: Cell,
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<Scored>>> {
         let ef_search = self.tuning.ef_search;
-        self.rank_with_ef(
-            ef_search, queries, encoded, strategy, layers, dim, k, timings,
-        )
+        self.rank_with_ef(ef_search, queries, strategy, cell, k, timings)
     }
 
     /// [`rank`](Self::rank) with an HNSW index visiting `ef_search` candidates per dense search
     /// instead of the tuning's (a server's request may name its own).
-    #[allow(clippy::too_many_arguments)]
     pub fn rank_with_ef(
         &self,
         ef_search: Option<usize>,
-        queries: &[&str],
-        encoded: Option<&Matrix>,
+        queries: Queries,
         strategy: Strategy,
-        layers: usize,
-        dim: usize,
+        cell: Cell,
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<Scored>>> {
@@ -240,29 +245,11 @@ impl Retriever {
                 .collect::<Vec<_>>()
         };
         if strategy.hops < 2 {
-            let first = self.rank_once(
-                ef_search,
-                queries,
-                encoded,
-                strategy.mode,
-                layers,
-                dim,
-                k,
-                timings,
-            )?;
+            let first = self.rank_once(ef_search, queries, strategy.mode, cell, k, timings)?;
             return Ok(first.into_iter().map(scored).collect());
         }
         let depth = k.max(CANDIDATES);
-        let first = self.rank_once(
-            ef_search,
-            queries,
-            encoded,
-            strategy.mode,
-            layers,
-            dim,
-            depth,
-            timings,
-        )?;
+        let first = self.rank_once(ef_search, queries, strategy.mode, cell, depth, timings)?;
         let started = Instant::now();
         let links = (self.tuning.link_weight > 0.0)
             .then(|| self.links())
@@ -270,7 +257,7 @@ impl Retriever {
         let mut texts = Vec::new();
         // Per seed, the documents its text names (none without links).
         let mut named = Vec::new();
-        for (query, ranking) in queries.iter().zip(&first) {
+        for (query, ranking) in queries.texts.iter().zip(&first) {
             for &(id, _) in ranking.iter().take(self.tuning.hop_beam) {
                 let seed = self.index.document(id)?;
                 if let Some(links) = links {
@@ -286,11 +273,9 @@ impl Retriever {
         } else {
             self.rank_once(
                 ef_search,
-                &texts,
-                None,
+                Queries::texts(&texts),
                 strategy.mode,
-                layers,
-                dim,
+                cell,
                 CANDIDATES,
                 timings,
             )?
@@ -313,27 +298,24 @@ impl Retriever {
     }
 
     /// One search per question, best first.
-    #[allow(clippy::too_many_arguments)]
     fn rank_once(
         &self,
         ef_search: Option<usize>,
-        queries: &[&str],
-        encoded: Option<&Matrix>,
+        queries: Queries,
         mode: Mode,
-        layers: usize,
-        dim: usize,
+        cell: Cell,
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
         if mode == Mode::Bm25 {
-            return self.bm25(queries, k, timings);
+            return self.bm25(queries.texts, k, timings);
         }
         if mode == Mode::Dense {
-            return self.dense(ef_search, queries, encoded, layers, dim, k, timings);
+            return self.dense(ef_search, queries, cell, k, timings);
         }
         let depth = (k * 4).max(CANDIDATES);
-        let dense = self.dense(ef_search, queries, encoded, layers, dim, depth, timings)?;
-        let lexical = self.bm25(queries, depth, timings)?;
+        let dense = self.dense(ef_search, queries, cell, depth, timings)?;
+        let lexical = self.bm25(queries.texts, depth, timings)?;
         Ok(dense
             .into_iter()
             .zip(lexical)
@@ -348,39 +330,32 @@ impl Retriever {
             .collect())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn dense(
         &self,
         ef_search: Option<usize>,
-        queries: &[&str],
-        encoded: Option<&Matrix>,
-        layers: usize,
-        dim: usize,
+        queries: Queries,
+        cell: Cell,
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
         let started = Instant::now();
-        let vectors = match encoded {
-            Some(full) if full.rows == queries.len() => {
-                self.index.query_vectors(layers, dim, full)?
-            }
-            Some(full) => bail!(
-                "{} vectors given for {} questions",
-                full.rows,
-                queries.len()
-            ),
+        let texts = queries.texts;
+        let vectors = match queries.encoded {
+            Some(full) if full.rows == texts.len() => self.index.query_vectors(cell, full)?,
+            Some(full) => bail!("{} vectors given for {} questions", full.rows, texts.len()),
             None => {
-                let full = self.encoder.encode_queries(queries, &[layers])?.remove(0);
-                self.index.query_vectors(layers, dim, &full)?
+                let full = self
+                    .encoder
+                    .encode_queries(texts, &[cell.layers])?
+                    .remove(0);
+                self.index.query_vectors(cell, &full)?
             }
         };
         timings.encode_ms += ms_since(started);
         let started = Instant::now();
         // faiss's exact-distance order, which a sharded index's merge reproduces; near-ties are
         // settled where lists meet (fusion, hops, sentence choice).
-        let hits = self
-            .index
-            .search_dense(layers, dim, &vectors.data, k, ef_search)?;
+        let hits = self.index.search_dense(cell, &vectors.data, k, ef_search)?;
         timings.search_ms += ms_since(started);
         Ok(hits)
     }

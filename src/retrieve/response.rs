@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Mode;
 use crate::corpus::Paragraph;
+use crate::index::Cell;
 
 /// A ranked document: its id, its score in the ranking, and the hop that found it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,8 +53,9 @@ pub struct SearchResponse {
     pub query: String,
     pub mode: Mode,
     pub hops: u8,
-    pub layers: usize,
-    pub dim: usize,
+    /// Written as the response's own `layers` and `dim`.
+    #[serde(flatten)]
+    pub cell: Cell,
     pub hits: Vec<Hit>,
     pub timings: SearchTimings,
 }
@@ -66,8 +68,7 @@ impl SearchResponse {
             query: query.to_string(),
             mode: Mode::default(),
             hops: 0,
-            layers: 0,
-            dim: 0,
+            cell: Cell::default(),
             hits: passages
                 .iter()
                 .enumerate()

@@ -11,8 +11,8 @@
 //! per kind of search (faiss reads the vectors once for all of them instead of once each) while
 //! the next pass is encoded.
 //!
-//! Every job carries the generation of the index it was validated against (see
-//! [`super::live`]), and is encoded and looked up with that one, whatever the server serves by
+//! Every job carries the build of the index it was validated against (see
+//! [`super::reloading`]), and is encoded and looked up with that one, whatever the server serves by
 //! the time it is answered.
 
 use std::collections::VecDeque;
@@ -29,8 +29,9 @@ use tokio::sync::oneshot;
 
 use super::error::ApiError;
 use super::metrics::Metrics;
+use crate::index::Cell;
 use crate::progress::ms_since;
-use crate::retrieve::{Retriever, SearchResponse, SearchTimings, Strategy};
+use crate::retrieve::{Queries, Retriever, SearchResponse, SearchTimings, Strategy};
 use crate::vectors::Matrix;
 
 #[derive(Debug, Clone)]
@@ -111,7 +112,7 @@ struct Encoded {
     reply: oneshot::Sender<Result<SearchResponse>>,
 }
 
-/// What searches must share to be looked up in one call: the index generation (by address),
+/// What searches must share to be looked up in one call: the index build (by address),
 /// depth, size, strategy, k (the last two shape the ranking, not only its length) and efSearch.
 type LookupKey = (usize, usize, usize, Strategy, usize, Option<usize>);
 
@@ -542,13 +543,15 @@ fn look_up((_, depth, dim, strategy, k, ef_search): LookupKey, group: Vec<Encode
     let vectors = Matrix::from_vec(group.len(), cols, vectors);
     let queries: Vec<&str> = group.iter().map(|s| s.search.query.as_str()).collect();
     let mut timings = SearchTimings::default();
+    let cell = Cell::new(depth, dim);
     let ranked = retriever.rank_with_ef(
         ef_search.or(retriever.tuning.ef_search),
-        &queries,
-        Some(&vectors),
+        Queries {
+            texts: &queries,
+            encoded: Some(&vectors),
+        },
         strategy,
-        depth,
-        dim,
+        cell,
         k,
         &mut timings,
     );
@@ -558,8 +561,7 @@ fn look_up((_, depth, dim, strategy, k, ef_search): LookupKey, group: Vec<Encode
                 let response = retriever.respond(
                     &search.search.query,
                     strategy,
-                    depth,
-                    dim,
+                    cell,
                     ranked,
                     timings.clone(),
                 );

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::AppState;
+use crate::index::CellRefusal;
 
 /// Seconds a client told to back off (queue full, models loading) should wait.
 const RETRY_AFTER_SECONDS: u64 = 1;
@@ -43,6 +44,11 @@ impl ApiError {
     /// its message, causes included, is what the client needs to fix the request.
     pub fn invalid_because(err: anyhow::Error) -> Self {
         Self::invalid(format!("{err:#}"))
+    }
+
+    /// A depth or size the index cannot search at, named as the request's JSON field.
+    pub fn refused(refusal: &CellRefusal) -> Self {
+        Self::invalid(refusal.describe(|field| format!("`{field}`")))
     }
 
     /// A bounded queue is full: the client should retry, not the server grow.

@@ -37,7 +37,7 @@ pub trait Answerer: Send + Sync {
 
 /// The real answerer: the ask pipeline on the served index and the llama.cpp generator.
 pub struct RagAnswerer {
-    pub retriever: Arc<super::LiveIndex>,
+    pub retriever: Arc<super::ReloadingIndex>,
     pub generator: Generator,
     pub spec: PromptSpec,
 }
@@ -53,7 +53,7 @@ impl Answerer for RagAnswerer {
         settings: &AskSettings,
         on_token: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AskResult> {
-        // One generation of the index for the whole question, even if a rebuild lands meanwhile.
+        // One build of the index for the whole question, even if a rebuild lands meanwhile.
         let retriever = self.retriever.current();
         Pipeline::new(&retriever, &self.generator, &self.spec).ask(question, settings, on_token)
     }

@@ -6,8 +6,8 @@
 //! bounded queue that answers 503 with `Retry-After` when full. `GET /` is a web page on the
 //! same API ([`web`]).
 //!
-//! The index is served one generation at a time and replaced when a rebuild installs a new
-//! one ([`live`]). Connections that do not send their request in time are closed ([`http`]),
+//! The index is served one build at a time and replaced when a rebuild installs a new
+//! one ([`reloading`]). Connections that do not send their request in time are closed ([`http`]),
 //! so shutdown waits only for requests that are being answered.
 
 pub mod access;
@@ -15,8 +15,8 @@ pub mod batcher;
 pub mod error;
 pub mod generation;
 mod http;
-pub mod live;
 pub mod metrics;
+pub mod reloading;
 mod routes;
 mod web;
 
@@ -35,8 +35,8 @@ pub use access::AccessConfig;
 pub use batcher::{BatchOptions, Batcher};
 pub use error::ApiError;
 pub use generation::{Answerer, AskEvent, GenerationQueue, RagAnswerer};
-pub use live::LiveIndex;
 use metrics::Metrics;
+pub use reloading::ReloadingIndex;
 
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -60,7 +60,7 @@ pub struct Limits {
     pub header_read: Duration,
     /// How long a request's body may take to arrive once its headers have (408 beyond).
     pub body_read: Duration,
-    /// How often the index's manifest is looked at for a new generation.
+    /// How often the index's manifest is looked at for a new build.
     pub index_check: Duration,
 }
 
@@ -76,7 +76,7 @@ impl Default for Limits {
             drain: Duration::from_secs(30),
             header_read: Duration::from_secs(10),
             body_read: Duration::from_secs(30),
-            index_check: live::CHECK_EVERY,
+            index_check: reloading::CHECK_EVERY,
         }
     }
 }
@@ -95,13 +95,13 @@ pub struct ServeConfig {
 
 /// What the server serves, loaded once before it reports ready.
 pub struct Models {
-    pub retriever: Arc<LiveIndex>,
+    pub retriever: Arc<ReloadingIndex>,
     /// `None` when no generator was given: `/ask` then answers 503 saying so.
     pub answerer: Option<Arc<dyn Answerer>>,
 }
 
 struct Ready {
-    live: Arc<LiveIndex>,
+    index: Arc<ReloadingIndex>,
     batcher: Batcher,
     generation: Option<GenerationQueue>,
     generator_name: Option<String>,
@@ -112,9 +112,9 @@ struct Ready {
 
 impl Ready {
     fn start(models: Models, config: &ServeConfig, metrics: &Arc<Metrics>) -> Result<Self> {
-        let live = models.retriever;
+        let index = models.retriever;
         let (batcher, mut workers) = Batcher::start(config.batch.clone(), Arc::clone(metrics))?;
-        let (stop_watch, watcher) = live.watch(config.limits.index_check)?;
+        let (stop_watch, watcher) = index.watch(config.limits.index_check)?;
         workers.push(watcher);
         let generator_name = models.answerer.as_ref().map(|a| a.name());
         let generation = match models.answerer {
@@ -130,7 +130,7 @@ impl Ready {
             None => None,
         };
         Ok(Self {
-            live,
+            index,
             batcher,
             generation,
             generator_name,
@@ -208,13 +208,13 @@ where
         let app = Arc::clone(&app);
         tokio::task::spawn_blocking(move || -> Result<()> {
             let ready = Ready::start(load()?, &app.config, &app.metrics)?;
-            let retriever = ready.live.current();
+            let retriever = ready.index.current();
             eprintln!(
-                "ready: encoder {}, index {} ({} documents, generation {}), generator {}",
+                "ready: encoder {}, index {} ({} documents, build {}), generator {}",
                 retriever.encoder.model_dir.display(),
                 retriever.index.dir.display(),
                 retriever.index.len(),
-                retriever.index.generation(),
+                retriever.index.build_id(),
                 ready.generator_name.as_deref().unwrap_or("none")
             );
             // Only this task sets it, once.

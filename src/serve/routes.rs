@@ -26,7 +26,6 @@ use super::metrics::route_label;
 use super::AppState;
 use crate::ask::AskSettings;
 use crate::encoder::Encoder;
-use crate::index::manifest::Asker;
 use crate::progress::ms_since;
 use crate::retrieve::{validate_question, Mode, SearchRequest, SearchResponse, Strategy};
 
@@ -122,8 +121,8 @@ async fn search(
         check_k("ef_search", ef, 100_000)?;
     }
     let strategy = Strategy::new(body.mode, body.hops).map_err(ApiError::invalid_because)?;
-    // This request's generation of the index, from validation to its last document.
-    let retriever = ready.live.current();
+    // This request's build of the index, from validation to its last document.
+    let retriever = ready.index.current();
     let request = SearchRequest {
         query,
         k: body.k,
@@ -131,9 +130,9 @@ async fn search(
         layers: body.layers,
         dim: body.dim,
     };
-    let (layers, dim) = retriever
-        .resolve(&request, Asker::Http)
-        .map_err(ApiError::invalid_because)?;
+    let cell = retriever
+        .resolve(&request)
+        .map_err(|refusal| ApiError::refused(&refusal))?;
     let slot = Arc::clone(&app.search_slots)
         .try_acquire_owned()
         .map_err(|_| ApiError::overloaded("search"))?;
@@ -145,8 +144,8 @@ async fn search(
                 query: &query,
                 k: body.k,
                 strategy,
-                layers: Some(layers),
-                dim: Some(dim),
+                layers: Some(cell.layers),
+                dim: Some(cell.dim),
             })
         })
         .await
@@ -159,13 +158,13 @@ async fn search(
             query: query.to_owned(),
             k: body.k,
             strategy,
-            dim,
+            dim: cell.dim,
             ef_search: body.ef_search,
         };
         let queued = Instant::now();
         let mut response = ready
             .batcher
-            .search(retriever, prefixed, tokens, layers, search)
+            .search(retriever, prefixed, tokens, cell.layers, search)
             .await?;
         drop(slot);
         // Waiting for a batch and encoding it count as encoding; the look-up timed itself.
@@ -202,24 +201,21 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
         body.hops.unwrap_or(defaults.strategy.hops),
     )
     .map_err(ApiError::invalid_because)?;
-    let (layers, dim) = ready
-        .live
+    let cell = ready
+        .index
         .current()
-        .resolve(
-            &SearchRequest {
-                query: question,
-                k: top_k,
-                strategy,
-                layers: body.layers.or(defaults.layers),
-                dim: body.dim.or(defaults.dim),
-            },
-            Asker::Http,
-        )
-        .map_err(ApiError::invalid_because)?;
+        .resolve(&SearchRequest {
+            query: question,
+            k: top_k,
+            strategy,
+            layers: body.layers.or(defaults.layers),
+            dim: body.dim.or(defaults.dim),
+        })
+        .map_err(|refusal| ApiError::refused(&refusal))?;
     let settings = AskSettings {
         strategy,
-        layers: Some(layers),
-        dim: Some(dim),
+        layers: Some(cell.layers),
+        dim: Some(cell.dim),
         top_k,
         context_tokens: body.context_tokens.unwrap_or(defaults.context_tokens),
         weights: defaults.weights,
@@ -352,7 +348,7 @@ async fn embeddings(
         return Err(ApiError::invalid("`encoding_format` must be \"float\""));
     }
     let texts = embedding_inputs(body.input, limits.max_inputs, limits.max_text_bytes)?;
-    let retriever = ready.live.current();
+    let retriever = ready.index.current();
     let encoder = Arc::clone(&retriever.encoder);
     let depth = check_range(
         "layers",
@@ -400,7 +396,7 @@ async fn health(State(app): App, Extension(who): Extension<Authorised>) -> Respo
         let body = json!({"status": "loading", "models": {"encoder": null, "generator": null}});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     };
-    let retriever = ready.live.current();
+    let retriever = ready.index.current();
     let manifest = &retriever.index.manifest;
     let mut body = json!({
         "status": "ready",
@@ -417,8 +413,9 @@ async fn health(State(app): App, Extension(who): Extension<Authorised>) -> Respo
         },
         "index": {
             "dir": retriever.index.dir,
-            "generation": retriever.index.generation(),
-            "reload_error": ready.live.reload_error(),
+            // `generation`: the name /health gave the build id before the index's builds had theirs.
+            "generation": retriever.index.build_id(),
+            "reload_error": ready.index.reload_error(),
             "documents": retriever.index.len(),
             "layers": manifest.layers,
             "default_dim": manifest.default_dim,

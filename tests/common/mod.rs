@@ -50,6 +50,15 @@ pub fn missing(test: &str, what: &str, why: &str) {
 }
 
 /// Runs the `rag` binary built for these tests.
+/// Fails the test with the command's stderr unless it succeeded.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn rag() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
 }
@@ -271,7 +280,7 @@ pub fn all_llms(test: &str) -> Vec<PathBuf> {
 pub fn retrieval_config(
     questions_file: &Path,
     questions: usize,
-    cells: Vec<rag::eval::hotpot::Cell>,
+    cells: Vec<rag::eval::hotpot::RunCell>,
     strategy: rag::retrieve::Strategy,
     index: &Path,
 ) -> rag::eval::hotpot::RunConfig {

@@ -10,10 +10,9 @@
 //! for a short question, repacking the weights cost more than the arithmetic.
 //!
 //! This module schedules the tiles and applies the epilogues; the weights come in one of three
-//! kernel families, [`float`] (f32), [`bf16`] (AVX-512 BF16, on [`amx`] tiles where the CPU has
+//! kernel families, [`float`] (f32), [`bf16`] (AVX-512 BF16, on [`bf16::amx`] tiles where the CPU has
 //! them) and [`int8`] (AVX-512 VNNI), chosen by [`Precision`].
 
-mod amx;
 mod bf16;
 mod float;
 mod int8;
@@ -136,7 +135,7 @@ impl PackedLinear {
 
     /// `xs W^T + b` for `xs` `[.., in]`.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        xs.contiguous()?.apply_op1_no_bwd(&Apply {
+        xs.contiguous()?.apply_op1_no_bwd(&PackedLinearOp {
             linear: self,
             gelu: false,
         })
@@ -144,7 +143,7 @@ impl PackedLinear {
 
     /// `gelu(xs W^T + b)`, the exact (erf) GELU.
     pub fn forward_gelu(&self, xs: &Tensor) -> Result<Tensor> {
-        xs.contiguous()?.apply_op1_no_bwd(&Apply {
+        xs.contiguous()?.apply_op1_no_bwd(&PackedLinearOp {
             linear: self,
             gelu: true,
         })
@@ -154,7 +153,7 @@ impl PackedLinear {
     pub fn forward_residual(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
         xs.contiguous()?.apply_op2_no_bwd(
             &residual.contiguous()?,
-            &Apply {
+            &PackedLinearOp {
                 linear: self,
                 gelu: false,
             },
@@ -390,12 +389,12 @@ impl<S> Tile<S> {
 
 /// The candle op that runs a packed projection on a tensor's rows: as a one-input op with or
 /// without GELU, as a two-input op adding the residual.
-struct Apply<'a> {
+struct PackedLinearOp<'a> {
     linear: &'a PackedLinear,
     gelu: bool,
 }
 
-impl Apply<'_> {
+impl PackedLinearOp<'_> {
     fn rows<'s>(&self, storage: &'s CpuStorage, layout: &Layout) -> Result<(&'s [f32], Shape)> {
         let xs = kernels::contiguous_f32(storage, layout)?;
         let dims = layout.shape().dims();
@@ -412,7 +411,7 @@ impl Apply<'_> {
     }
 }
 
-impl CustomOp1 for Apply<'_> {
+impl CustomOp1 for PackedLinearOp<'_> {
     fn name(&self) -> &'static str {
         "rag-packed-linear"
     }
@@ -428,7 +427,7 @@ impl CustomOp1 for Apply<'_> {
     }
 }
 
-impl CustomOp2 for Apply<'_> {
+impl CustomOp2 for PackedLinearOp<'_> {
     fn name(&self) -> &'static str {
         "rag-packed-linear-residual"
     }

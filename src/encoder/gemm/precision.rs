@@ -45,7 +45,7 @@ impl Precision {
     /// eval/precision/bf16/), else f32. `vdpbf16ps` alone indexed slower than f32's FMAs on
     /// the one such CPU measured, so it is not the default anywhere.
     pub fn index_default() -> Self {
-        if super::amx::amx_supported() {
+        if super::bf16::amx::amx_supported() {
             Self::Bf16
         } else {
             Self::F32

@@ -1,15 +1,17 @@
 //! Fused CPU kernels, as candle custom ops: [`math`] holds the exp / erf / GELU approximations
-//! they share, [`inference`] the forward-only ops of the encoder's fast path, [`differentiable`]
+//! they share, [`attention`] and [`bias_gelu`] the forward-only ops of the encoder's fast path, [`differentiable`]
 //! the ops training runs backward through.
 
+mod attention;
+mod bias_gelu;
 mod differentiable;
-mod inference;
 mod math;
 
 use candle_core::{bail, CpuStorage, Layout, Result};
 
+pub use attention::attention;
+pub use bias_gelu::bias_gelu;
 pub use differentiable::{bias_add, gelu_train, layer_norm, masked_softmax_train};
-pub use inference::{attention, bias_gelu};
 #[cfg(target_arch = "x86_64")]
 pub(super) use math::vector::gelu_lanes;
 

@@ -17,5 +17,5 @@ pub mod settings;
 pub mod shard_hits;
 
 pub use plan::index_with_depths;
-pub use record::{read_predictions, Cell, Prediction, RunConfig, PREDICTIONS_FILE};
+pub use record::{read_predictions, Prediction, RunCell, RunConfig, PREDICTIONS_FILE};
 pub use run::{run, RunOptions};

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use super::record::{Cell, Precisions, RunConfig};
-use crate::index::manifest::Asker;
+use super::record::{Precisions, RunCell, RunConfig};
 use crate::index::{self, BuildOptions, Manifest};
 use crate::retrieve::{Mode, Retriever};
 
@@ -138,13 +137,17 @@ pub fn grid(
 }
 
 /// Every depth x size of the grid as the index resolves it (`dims` `None`: its default size).
-pub fn cells(manifest: &Manifest, layers: &[usize], dims: Option<&[usize]>) -> Result<Vec<Cell>> {
+pub fn cells(
+    manifest: &Manifest,
+    layers: &[usize],
+    dims: Option<&[usize]>,
+) -> Result<Vec<RunCell>> {
     let dims = dims.map_or_else(|| vec![manifest.default_dim], <[usize]>::to_vec);
     let mut cells = Vec::new();
     for &depth in layers {
         for &dim in &dims {
-            let (depth, dim) = manifest.resolve(Some(depth), Some(dim), Asker::Cli)?;
-            cells.push(Cell::retrieval(depth, dim));
+            let cell = manifest.resolve(Some(depth), Some(dim))?;
+            cells.push(RunCell::retrieval(cell.layers, cell.dim));
         }
     }
     Ok(cells)

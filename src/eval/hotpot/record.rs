@@ -10,20 +10,22 @@ use serde::{Deserialize, Serialize};
 use super::scores::RetrievalScores;
 use crate::ask::context::SentenceWeights;
 use crate::encoder::Precision;
+use crate::index::Cell;
 use crate::retrieve::{Mode, Strategy, Tuning};
 
 pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
 pub const CONFIG_FILE: &str = "config.json";
 
-/// Where the context comes from: retrieval at a depth and size, or the gold paragraphs.
+/// Where a run's context comes from: retrieval at an index [`Cell`], or the gold paragraphs
+/// (both fields `None`, as the run files have it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Cell {
+pub struct RunCell {
     pub layers: Option<usize>,
     pub dim: Option<usize>,
 }
 
-impl Cell {
-    pub const ORACLE: Cell = Cell {
+impl RunCell {
+    pub const ORACLE: RunCell = RunCell {
         layers: None,
         dim: None,
     };
@@ -34,9 +36,14 @@ impl Cell {
             dim: Some(dim),
         }
     }
+
+    /// The index cell searched (`None`: the oracle's gold paragraphs).
+    pub fn searched(&self) -> Option<Cell> {
+        Some(Cell::new(self.layers?, self.dim?))
+    }
 }
 
-impl std::fmt::Display for Cell {
+impl std::fmt::Display for RunCell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.layers, self.dim) {
             (Some(layers), Some(dim)) => write!(f, "layers {layers}, dim {dim}"),
@@ -50,7 +57,7 @@ impl std::fmt::Display for Cell {
 pub struct RunConfig {
     pub questions_file: PathBuf,
     pub questions: usize,
-    pub cells: Vec<Cell>,
+    pub cells: Vec<RunCell>,
     pub mode: Mode,
     /// Absent in runs made before the second hop: one.
     #[serde(default = "one_hop")]
@@ -139,7 +146,7 @@ pub struct PredictionTimings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Prediction {
     pub id: String,
-    pub cell: Cell,
+    pub cell: RunCell,
     pub question: String,
     pub gold: String,
     pub prediction: Option<String>,

@@ -8,14 +8,14 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::record::{Cell, Prediction, RunConfig};
+use super::record::{Prediction, RunCell, RunConfig};
 use super::scores::RECALL_KS;
 use crate::eval::heatmap::{self, Panel};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CellSummary {
     #[serde(flatten)]
-    pub cell: Cell,
+    pub cell: RunCell,
     pub questions: usize,
     pub recall: BTreeMap<usize, f64>,
     pub all_supporting: BTreeMap<usize, f64>,
@@ -40,7 +40,7 @@ pub struct Summary {
 }
 
 impl CellSummary {
-    pub fn of(cell: Cell, predictions: &[&Prediction]) -> Self {
+    pub fn of(cell: RunCell, predictions: &[&Prediction]) -> Self {
         let n = predictions.len().max(1) as f64;
         let mean =
             |f: &dyn Fn(&Prediction) -> f64| predictions.iter().map(|p| f(p)).sum::<f64>() / n;
@@ -255,7 +255,7 @@ pub fn markdown(summary: &Summary) -> String {
     let _ = writeln!(out, "|{}", "---:|".repeat(RECALL_KS.len() + 11));
     for cell in &summary.cells {
         let recall: Vec<String> = RECALL_KS.iter().map(|k| pct(cell.recall[k])).collect();
-        let (recall, both) = if cell.cell == Cell::ORACLE {
+        let (recall, both) = if cell.cell == RunCell::ORACLE {
             (
                 vec!["-".to_string(); RECALL_KS.len()],
                 vec!["-".to_string(); 3],
@@ -299,7 +299,7 @@ mod tests {
     use super::*;
     use crate::retrieve::Mode;
 
-    fn prediction(cell: Cell, em: bool, retrieved: &[&str]) -> Prediction {
+    fn prediction(cell: RunCell, em: bool, retrieved: &[&str]) -> Prediction {
         let titles: Vec<String> = retrieved.iter().map(|s| s.to_string()).collect();
         Prediction {
             id: "q".into(),
@@ -329,8 +329,8 @@ mod tests {
 
     #[test]
     fn summaries_average_per_cell_and_render_a_table() {
-        let a = Cell::retrieval(6, 64);
-        let b = Cell::retrieval(3, 64);
+        let a = RunCell::retrieval(6, 64);
+        let b = RunCell::retrieval(3, 64);
         let predictions = vec![
             prediction(a, true, &["A", "B"]),
             prediction(a, false, &["A", "X"]),

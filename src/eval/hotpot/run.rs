@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::record::{read_predictions, Cell, Prediction, PredictionTimings, RunConfig};
+use super::record::{read_predictions, Prediction, PredictionTimings, RunCell, RunConfig};
 use super::record::{CONFIG_FILE, PREDICTIONS_FILE};
 use super::report::{self, Summary};
 use super::scores::{self as metrics, RetrievalScores, RECALL_KS};
@@ -23,7 +23,7 @@ use crate::ask::{AskSettings, Pipeline};
 use crate::corpus::Question;
 use crate::progress::ms_since;
 use crate::progress::{Progress, ProgressMode};
-use crate::retrieve::{Mode, Retriever, Scored, SearchResponse, SearchTimings};
+use crate::retrieve::{Mode, Queries, Retriever, Scored, SearchResponse, SearchTimings};
 use crate::vectors::Matrix;
 
 /// How often a long run brings its reports on disk up to date.
@@ -77,7 +77,7 @@ pub fn run(options: &RunOptions) -> Result<Summary> {
         "{bar:40} {pos}/{len} predictions [{elapsed_precise} < {eta_precise}]",
     );
     let mut finished = resumed as u64;
-    let pending: Vec<(Cell, Vec<&Question>)> = config
+    let pending: Vec<(RunCell, Vec<&Question>)> = config
         .cells
         .iter()
         .map(|&cell| {
@@ -185,7 +185,7 @@ struct EncodedQuestions<'q> {
 }
 
 impl<'q> EncodedQuestions<'q> {
-    fn new(retriever: &Retriever, pending: &[(Cell, Vec<&'q Question>)]) -> Result<Self> {
+    fn new(retriever: &Retriever, pending: &[(RunCell, Vec<&'q Question>)]) -> Result<Self> {
         let started = Instant::now();
         let mut depths: Vec<usize> = pending.iter().filter_map(|(c, _)| c.layers).collect();
         depths.sort_unstable();
@@ -228,13 +228,12 @@ impl<'q> EncodedQuestions<'q> {
 
 fn contexts(
     options: &RunOptions,
-    cell: Cell,
+    cell: RunCell,
     pending: &[&Question],
     encoded: Option<&EncodedQuestions>,
 ) -> Result<Vec<PromptContext>> {
     let config = &options.config;
-    let (Some(layers), Some(dim), Some(retriever)) = (cell.layers, cell.dim, options.retriever)
-    else {
+    let (Some(searched), Some(retriever)) = (cell.searched(), options.retriever) else {
         return Ok(pending
             .iter()
             .map(|q| PromptContext {
@@ -261,16 +260,12 @@ fn contexts(
             })
             .collect::<Result<Vec<_>>>()?,
         None => {
-            let vectors = encoded.map(|e| e.at(layers, pending));
-            retriever.rank(
-                &texts,
-                vectors.as_ref(),
-                strategy,
-                layers,
-                dim,
-                k,
-                &mut timings,
-            )?
+            let vectors = encoded.map(|e| e.at(searched.layers, pending));
+            let queries = Queries {
+                texts: &texts,
+                encoded: vectors.as_ref(),
+            };
+            retriever.rank(queries, strategy, searched, k, &mut timings)?
         }
     };
     let n = pending.len() as f64;
@@ -285,7 +280,7 @@ fn contexts(
         .map(|(ranking, question)| {
             // Each document read once: all of them for recall, the best for the prompt.
             let mut response =
-                retriever.respond(question, strategy, layers, dim, ranking, timings.clone())?;
+                retriever.respond(question, strategy, searched, ranking, timings.clone())?;
             let retrieved = response.hits.iter().map(|h| h.title.clone()).collect();
             response.hits.truncate(config.top_k);
             Ok(PromptContext {
@@ -304,7 +299,7 @@ pub fn ranking_depth(top_k: usize) -> usize {
 
 fn predict(
     options: &RunOptions,
-    cell: Cell,
+    cell: RunCell,
     question: &Question,
     context: PromptContext,
 ) -> Result<Prediction> {
@@ -314,7 +309,7 @@ fn predict(
         search_ms: context.response.timings.search_ms,
         ..Default::default()
     };
-    let retrieval = if cell == Cell::ORACLE {
+    let retrieval = if cell == RunCell::ORACLE {
         RetrievalScores::default()
     } else {
         RetrievalScores::of(&context.retrieved, &question.supporting_titles)
@@ -346,7 +341,7 @@ fn predict(
             dim: cell.dim,
             top_k: config.top_k,
             // The oracle reads the gold paragraphs whole: the generator's ceiling.
-            context_tokens: if cell == Cell::ORACLE {
+            context_tokens: if cell == RunCell::ORACLE {
                 0
             } else {
                 config.context_tokens

@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use super::plan;
 use super::rankings_from;
-use super::record::{Cell, RunConfig};
+use super::record::{RunCell, RunConfig};
 use super::run::ranking_depth;
 use super::shard_hits::{self, Rankings};
 use crate::ask::context::SentenceWeights;
@@ -75,7 +75,7 @@ pub fn cells_and_shard(
     layers: &[usize],
     dims: Option<&[usize]>,
     shard: Option<ShardSpec>,
-) -> Result<(Retriever, Vec<Cell>)> {
+) -> Result<(Retriever, Vec<RunCell>)> {
     let cells = plan::cells(&retriever.index.manifest, layers, dims)?;
     let retriever = match shard {
         Some(shard) => retriever.only_shard(shard)?,
@@ -100,7 +100,7 @@ pub struct Answering {
 pub struct RunAsked {
     pub questions_file: PathBuf,
     pub questions: usize,
-    pub cells: Vec<Cell>,
+    pub cells: Vec<RunCell>,
     pub strategy: Strategy,
     pub tuning: Tuning,
     pub top_k: usize,
@@ -197,7 +197,7 @@ pub fn write_shard(
     shard: ShardSpec,
     hits_dir: &Path,
     questions: &[Question],
-    cells: &[Cell],
+    cells: &[RunCell],
     strategy: Strategy,
     top_k: usize,
 ) -> Result<ShardWritten> {

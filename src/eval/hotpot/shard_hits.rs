@@ -13,15 +13,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::record::Cell;
+use super::record::RunCell;
 use crate::corpus::Question;
 use crate::index::sharded::{merge_top_k, ShardSpec};
-use crate::retrieve::{Mode, Retriever, SearchTimings, Strategy};
+use crate::retrieve::{Mode, Queries, Retriever, SearchTimings, Strategy};
 
 /// (global id, score), best first.
 pub type Ranking = Vec<(u64, f32)>;
 /// Each question's merged ranking per cell, by (question id, cell).
-pub type Rankings = HashMap<(String, Cell), Ranking>;
+pub type Rankings = HashMap<(String, RunCell), Ranking>;
 
 /// One line of a shard's hits file.
 #[derive(Debug, Serialize, Deserialize)]
@@ -53,7 +53,7 @@ pub fn hits_file(dir: &Path, shard: ShardSpec) -> PathBuf {
 pub fn write_shard_hits(
     retriever: &Retriever,
     questions: &[Question],
-    cells: &[Cell],
+    cells: &[RunCell],
     strategy: Strategy,
     k: usize,
     path: &Path,
@@ -63,16 +63,16 @@ pub fn write_shard_hits(
     let mut out = Vec::new();
     let mut lines = 0;
     for cell in cells {
-        let (Some(layers), Some(dim)) = (cell.layers, cell.dim) else {
+        let Some(searched) = cell.searched() else {
             bail!("the oracle has no rankings to distribute");
         };
         let mut timings = SearchTimings::default();
-        let ranked = retriever.rank(&texts, None, strategy, layers, dim, k, &mut timings)?;
+        let ranked = retriever.rank(Queries::texts(&texts), strategy, searched, k, &mut timings)?;
         for (question, ranking) in questions.iter().zip(ranked) {
             let line = Line {
                 question: question.id.clone(),
-                layers,
-                dim,
+                layers: searched.layers,
+                dim: searched.dim,
                 hits: ranking.into_iter().map(|s| (s.id, s.score)).collect(),
             };
             serde_json::to_writer(&mut out, &line)?;
@@ -90,10 +90,10 @@ pub fn read_merged(
     dir: &Path,
     count: usize,
     questions: &[Question],
-    cells: &[Cell],
+    cells: &[RunCell],
     k: usize,
 ) -> Result<Rankings> {
-    let mut lists: HashMap<(String, Cell), Vec<Ranking>> = HashMap::new();
+    let mut lists: HashMap<(String, RunCell), Vec<Ranking>> = HashMap::new();
     for index in 0..count {
         let path = hits_file(dir, ShardSpec { index, count });
         let file = std::fs::File::open(&path).with_context(|| {
@@ -108,7 +108,7 @@ pub fn read_merged(
             let line = line.with_context(|| format!("reading {}", path.display()))?;
             let line: Line = serde_json::from_str(&line)
                 .with_context(|| format!("{}: line {} is damaged", path.display(), number + 1))?;
-            let key = (line.question, Cell::retrieval(line.layers, line.dim));
+            let key = (line.question, RunCell::retrieval(line.layers, line.dim));
             lists.entry(key).or_default().push(line.hits);
             seen += 1;
         }

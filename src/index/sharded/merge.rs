@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::ShardSpec;
 use crate::index::manifest::{Manifest, ModelIdentity, MANIFEST_FILE};
-use crate::index::{integrity, Part};
+use crate::index::{integrity, OpenDir};
 
 pub const SHARDS_FILE: &str = "shards.json";
 pub const SHARDS_FORMAT_VERSION: u32 = 1;
@@ -28,8 +28,10 @@ pub struct ShardsManifest {
     /// Documents of the whole corpus, ids `0..documents`.
     pub documents: u64,
     pub shards: Vec<ShardEntry>,
-    /// The digest of the shards' generations: names what the sharded index holds.
-    pub generation: String,
+    /// The digest of the shards' build ids: names what the sharded index holds. Written as
+    /// `generation`, the name sharded indexes on disk have.
+    #[serde(rename = "generation")]
+    pub build_id: String,
 }
 
 /// One shard as the merge found it.
@@ -38,7 +40,8 @@ pub struct ShardEntry {
     /// Relative to the sharded index's directory.
     pub dir: String,
     pub documents: u64,
-    pub generation: String,
+    #[serde(rename = "generation")]
+    pub build_id: String,
     /// The sha256 of the shard's `manifest.json`, which lists its files' checksums.
     pub manifest_sha256: String,
 }
@@ -49,7 +52,9 @@ pub struct Merged {
     pub index_dir: PathBuf,
     pub shards: usize,
     pub documents: u64,
-    pub generation: String,
+    /// Printed as `generation` by `--json`, as before builds had that name.
+    #[serde(rename = "generation")]
+    pub build_id: String,
 }
 
 impl ShardsManifest {
@@ -79,34 +84,34 @@ impl ShardsManifest {
     }
 
     /// The manifest a sharded index reports: its first shard's, with the whole corpus's document
-    /// count and this manifest's generation.
+    /// count and this manifest's build id.
     pub fn combined(&self, first: &Manifest) -> Manifest {
         let mut manifest = first.clone();
         manifest.documents = self.documents;
         manifest.files.clear();
-        manifest.generation = self.generation.clone();
+        manifest.build_id = self.build_id.clone();
         manifest.shard = None;
         manifest
     }
 
     /// Opens every shard, each checked against its own manifest and against this one.
-    pub fn open_shards(&self, dir: &Path) -> Result<Vec<Part>> {
+    pub fn open_shards(&self, dir: &Path) -> Result<Vec<OpenDir>> {
         self.shards
             .iter()
             .map(|entry| {
                 let shard_dir = dir.join(&entry.dir);
-                let part = Part::open(&shard_dir)
+                let part = OpenDir::open(&shard_dir)
                     .with_context(|| format!("shard {}", entry.dir))?;
-                if part.manifest.generation() != entry.generation
+                if part.manifest.build_id() != entry.build_id
                     || part.manifest.documents != entry.documents
                 {
                     bail!(
-                        "shard {} ({}) is generation {} with {} documents, {SHARDS_FILE} records {} with {}: it was rebuilt since the merge; re-run `rag index --merge --index {}`",
+                        "shard {} ({}) is build {} with {} documents, {SHARDS_FILE} records {} with {}: it was rebuilt since the merge; re-run `rag index --merge --index {}`",
                         entry.dir,
                         shard_dir.display(),
-                        part.manifest.generation(),
+                        part.manifest.build_id(),
                         part.manifest.documents,
-                        entry.generation,
+                        entry.build_id,
                         entry.documents,
                         dir.display()
                     );
@@ -157,7 +162,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
         );
     }
     let mut shards = Vec::new();
-    let mut parts: Vec<Part> = Vec::new();
+    let mut parts: Vec<OpenDir> = Vec::new();
     for index in 0..count {
         let spec = ShardSpec { index, count };
         let shard_dir = spec.dir(dir);
@@ -169,14 +174,15 @@ pub fn merge(dir: &Path) -> Result<Merged> {
                 dir.display()
             );
         }
-        let part = Part::open(&shard_dir).with_context(|| format!("shard {}", spec.dir_name()))?;
-        integrity::check_recorded(&shard_dir, &part.manifest, integrity::Hashing::All)
+        let part =
+            OpenDir::open(&shard_dir).with_context(|| format!("shard {}", spec.dir_name()))?;
+        integrity::check_recorded(&shard_dir, &part.manifest.files, integrity::Hashing::All)
             .with_context(|| format!("shard {}", spec.dir_name()))?;
         check_alike(&spec, &part.manifest, parts.first().map(|p| &p.manifest))?;
         shards.push(ShardEntry {
             dir: spec.dir_name(),
             documents: part.manifest.documents,
-            generation: part.manifest.generation(),
+            build_id: part.manifest.build_id(),
             manifest_sha256: crate::files::sha256_file(&shard_dir.join(MANIFEST_FILE))?,
         });
         parts.push(part);
@@ -185,7 +191,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
     let first = &parts[0].manifest;
     let mut hasher = Sha256::new();
     for entry in &shards {
-        hasher.update(format!("{}\0{}\n", entry.dir, entry.generation));
+        hasher.update(format!("{}\0{}\n", entry.dir, entry.build_id));
     }
     let top = ShardsManifest {
         format_version: SHARDS_FORMAT_VERSION,
@@ -195,7 +201,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
         default_dim: first.default_dim,
         template: first.template.clone(),
         documents,
-        generation: hex::encode(&hasher.finalize()[..8]),
+        build_id: hex::encode(&hasher.finalize()[..8]),
         shards,
     };
     crate::files::write_json_atomic(&dir.join(SHARDS_FILE), &top)?;
@@ -203,7 +209,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
         index_dir: dir.to_path_buf(),
         shards: count,
         documents,
-        generation: top.generation,
+        build_id: top.build_id,
     })
 }
 
@@ -246,7 +252,7 @@ fn check_alike(spec: &ShardSpec, manifest: &Manifest, first: Option<&Manifest>) 
 
 /// Checks that the shards' ids are disjoint and cover `0..N`, N the corpus's document count;
 /// returns N.
-fn check_ids_cover_corpus(parts: &[Part]) -> Result<u64> {
+fn check_ids_cover_corpus(parts: &[OpenDir]) -> Result<u64> {
     let total = parts[0].manifest.shard.map_or(0, |s| s.corpus_documents);
     let mut seen = vec![false; total as usize];
     for part in parts {

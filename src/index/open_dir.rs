@@ -1,4 +1,4 @@
-//! One index directory opened for queries: the files of one generation, checked against its
+//! One index directory opened for queries: the files of one build, checked against its
 //! manifest. An unsharded index is one part; a sharded one is a part per shard ([`super::Index`]
 //! searches them together).
 
@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
 use super::integrity::Hashing;
 use super::{bm25, dense_file, docstore, flat_file, integrity, sharded};
-use super::{DenseIndex, DocStore, Manifest, Pca};
+use super::{Cell, DenseIndex, DocStore, Manifest, Pca};
 use crate::corpus::Paragraph;
 use crate::vectors::Matrix;
 
@@ -21,7 +21,7 @@ const DERIVED_SIZES_KEPT: usize = 8;
 
 /// One index directory, opened for queries: an unsharded index, or one shard of a sharded one.
 /// Each depth's vectors are loaded on first use, from the file opened with the index.
-pub struct Part {
+pub struct OpenDir {
     pub dir: PathBuf,
     pub manifest: Manifest,
     /// A shard's documents' global ids, by local id (`None`: the two are the same).
@@ -45,7 +45,7 @@ struct DenseCache {
     derived: Vec<((usize, usize), Arc<DenseIndex>)>,
 }
 
-impl Part {
+impl OpenDir {
     /// Opens the index in `dir`, checking every file against the manifest (see [`integrity`]):
     /// sizes, headers and seals, and the checksum of a file read here whose seal does not match
     /// (vector files are checked the same way when they load).
@@ -71,7 +71,7 @@ impl Part {
     /// Opens the index in `dir`, hashing the recorded files `hashing` names.
     fn open_hashing(dir: &Path, hashing: Hashing) -> Result<Self> {
         let manifest = Manifest::read(dir)?;
-        integrity::check_recorded(dir, &manifest, hashing)?;
+        integrity::check_recorded(dir, &manifest.files, hashing)?;
         let docs = DocStore::open(dir)?;
         if docs.len() as u64 != manifest.documents {
             anyhow::bail!(flat_file::damaged(
@@ -197,11 +197,11 @@ impl Part {
     }
 
     /// Query vectors comparable with the stored ones at a resolved depth and size, from the
-    /// encoder's full-width output: through the index's PCA when it has one, then cut to `dim`.
-    pub fn query_vectors(&self, depth: usize, dim: usize, full: &Matrix) -> Result<Matrix> {
-        Ok(match self.pca.get(&depth) {
-            Some(pca) => pca.reduce(full)?.truncated(dim),
-            None => full.truncated(dim),
+    /// encoder's full-width output: through the index's PCA when it has one, then cut to `cell.dim`.
+    pub fn query_vectors(&self, cell: Cell, full: &Matrix) -> Result<Matrix> {
+        Ok(match self.pca.get(&cell.layers) {
+            Some(pca) => pca.reduce(full)?.truncated(cell.dim),
+            None => full.truncated(cell.dim),
         })
     }
 
@@ -275,7 +275,7 @@ impl Part {
 
     fn record(&self, path: &Path) -> Option<&integrity::FileRecord> {
         let relative = path.strip_prefix(&self.dir).unwrap_or(path);
-        integrity::record(&self.manifest, relative)
+        integrity::record(&self.manifest.files, relative)
     }
 
     fn load_stored(&self, depth: usize) -> Result<DenseIndex> {

@@ -1,57 +1,13 @@
-//! The inference-only kernels (no backward pass): the bias-and-GELU epilogue of candle's GEMM
-//! and multi-head self-attention fused from the QKV projection to the context. Profiling the
-//! encoder showed candle spending more time in scalar `erf` (GELU) and `exp` (softmax) from
-//! libm, and in small attention GEMMs and permute copies, than in its big GEMMs; these run on
-//! all cores and fuse what can be fused.
+//! Multi-head self-attention fused from the QKV projection to the context, forward only:
+//! profiling the encoder showed candle spending more time in scalar `exp` (softmax), small
+//! attention GEMMs and permute copies than in its big GEMMs; this runs on all cores and fuses
+//! what can be fused.
 
-use candle_core::{bail, CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::math::{gelu, softmax_in_place};
+use super::math::softmax_in_place;
 use super::{contiguous_f32, multiversion};
-
-multiversion! {
-    fn bias_gelu_row(out: &mut [f32], xs: &[f32], bias: &[f32]) {
-        for ((o, &x), &b) in out.iter_mut().zip(xs).zip(bias) {
-            *o = gelu(x + b);
-        }
-    }
-}
-
-/// `gelu(x + bias)` with the exact (erf) GELU that Hugging Face calls "gelu", in one pass.
-struct BiasGelu;
-
-impl CustomOp2 for BiasGelu {
-    fn name(&self) -> &'static str {
-        "rag-bias-gelu"
-    }
-
-    fn cpu_fwd(
-        &self,
-        xs: &CpuStorage,
-        xs_layout: &Layout,
-        bias: &CpuStorage,
-        bias_layout: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(xs, xs_layout)?;
-        let bias = contiguous_f32(bias, bias_layout)?;
-        let width = bias.len();
-        if width == 0 || src.len() % width != 0 {
-            bail!("bias width does not divide the input");
-        }
-        let mut dst = vec![0f32; src.len()];
-        dst.par_chunks_mut(width)
-            .zip(src.par_chunks(width))
-            .for_each(|(d, s)| bias_gelu_row(d, s, bias));
-        Ok((CpuStorage::F32(dst), xs_layout.shape().clone()))
-    }
-}
-
-/// `gelu(xs + bias)` for `xs` `[.., width]` and `bias` `[width]`.
-pub fn bias_gelu(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
-    xs.contiguous()?
-        .apply_op2_no_bwd(&bias.contiguous()?, &BiasGelu)
-}
 
 /// Multi-head self-attention straight from the fused QKV projection: for each sequence and
 /// head, `softmax(q k^T / sqrt(d) ) v` over that sequence's real tokens only. Never materialising
@@ -530,16 +486,6 @@ mod tests {
     use super::*;
     use crate::encoder::kernels::tests::max_abs_diff;
     use candle_core::{Device, D};
-
-    #[test]
-    fn bias_gelu_matches_candle() {
-        let device = Device::Cpu;
-        let x = Tensor::randn(0f32, 3.0, (4, 3, 8), &device).unwrap();
-        let bias = Tensor::randn(0f32, 1.0, 8, &device).unwrap();
-        let ours = bias_gelu(&x, &bias).unwrap();
-        let theirs = x.broadcast_add(&bias).unwrap().gelu_erf().unwrap();
-        assert!(max_abs_diff(&ours, &theirs) < 1e-5);
-    }
 
     /// The reference: candle's composite attention with an additive padding mask.
     fn reference_attention(qkv: &Tensor, lengths: &[u32], heads: usize, dh: usize) -> Tensor {

@@ -1,8 +1,8 @@
-//! The served index, one generation at a time. A rebuild installs a new directory in place of
+//! The served index, one build at a time. A rebuild installs a new directory in place of
 //! the old one; the server notices (its manifest's inode, size or mtime changed), opens the new
-//! generation in full (every file checked, every vector file loaded), and only then switches
-//! to it, atomically: each request runs against the generation it started with, from its
-//! parameters' validation to its last document. A new generation that cannot be opened (a
+//! build in full (every file checked, every vector file loaded), and only then switches
+//! to it, atomically: each request runs against the build it started with, from its
+//! parameters' validation to its last document. A new build that cannot be opened (a
 //! damaged build, a model that will not load) leaves the old one served, and `/health` says
 //! why. This is what search servers do on refresh (Elasticsearch, OpenSearch and Solr reopen
 //! their readers on a new commit point and swap them in).
@@ -44,18 +44,18 @@ fn stamp(dir: &Path) -> Option<Stamp> {
 struct Watch {
     /// The manifest last looked at (`None`: missing, as between an install's two renames).
     seen: Option<Stamp>,
-    /// Why the newest generation on disk is not the one served, if it is not.
+    /// Why the newest build on disk is not the one served, if it is not.
     error: Option<String>,
 }
 
-pub struct LiveIndex {
+pub struct ReloadingIndex {
     dir: PathBuf,
     current: RwLock<Arc<Retriever>>,
     watch: Mutex<Watch>,
 }
 
-impl LiveIndex {
-    /// Serves `retriever`'s index, watching its directory for new generations. Its vectors (and
+impl ReloadingIndex {
+    /// Serves `retriever`'s index, watching its directory for new builds. Its vectors (and
     /// title links) are loaded now, so that a damaged index is refused before the server
     /// reports ready and no request pays for the loading.
     pub fn new(retriever: Retriever) -> Result<Self> {
@@ -71,17 +71,17 @@ impl LiveIndex {
         })
     }
 
-    /// The generation served now; a request keeps it to the end.
+    /// The build served now; a request keeps it to the end.
     pub fn current(&self) -> Arc<Retriever> {
         Arc::clone(&self.current.read().expect("live index lock"))
     }
 
-    /// Why the index on disk is not the generation served, if it is not.
+    /// Why the index on disk is not the build served, if it is not.
     pub fn reload_error(&self) -> Option<String> {
         self.watch.lock().expect("watch lock").error.clone()
     }
 
-    /// Switches to the index's new generation if its manifest changed since the last look;
+    /// Switches to the index's new build if its manifest changed since the last look;
     /// returns whether it switched.
     pub fn refresh(&self) -> bool {
         let now = stamp(&self.dir);
@@ -97,9 +97,9 @@ impl LiveIndex {
             return false;
         }
         let current = self.current();
-        let served = current.index.generation();
-        if crate::index::generation_on_disk(&self.dir).is_some_and(|g| g == served) {
-            // The served generation is on disk again (a damaged manifest put back): whatever
+        let served = current.index.build_id();
+        if crate::index::build_on_disk(&self.dir).is_some_and(|g| g == served) {
+            // The served build is on disk again (a damaged manifest put back): whatever
             // could not be opened meanwhile is no longer there.
             self.watch.lock().expect("watch lock").error = None;
             return false;
@@ -109,9 +109,9 @@ impl LiveIndex {
         match opened {
             Ok(next) => {
                 eprintln!(
-                    "index {}: now serving generation {} ({} documents; was {served})",
+                    "index {}: now serving build {} ({} documents; was {served})",
                     self.dir.display(),
-                    next.index.generation(),
+                    next.index.build_id(),
                     next.index.len()
                 );
                 *self.current.write().expect("live index lock") = Arc::new(next);
@@ -121,7 +121,7 @@ impl LiveIndex {
             Err(err) => {
                 let message = format!("{err:#}");
                 eprintln!(
-                    "index {}: its new version could not be opened, still serving generation {served}: {message}",
+                    "index {}: its new version could not be opened, still serving build {served}: {message}",
                     self.dir.display()
                 );
                 watch.error = Some(message);

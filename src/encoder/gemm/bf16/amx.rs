@@ -14,15 +14,15 @@
 use std::arch::asm;
 use std::sync::OnceLock;
 
-use super::bf16::{Bf16Rows, PairRow};
-use super::{Epilogue, PackedLinear, SharedOut, Tile, PANEL};
+use super::super::{Epilogue, PackedLinear, SharedOut, Tile, PANEL};
+use super::{Bf16Rows, PairRow};
 
 /// Rows (and columns) of one tile; an activation tile holds 16 pairs of features per row.
-pub(super) const TILE: usize = 16;
+pub(in crate::encoder::gemm) const TILE: usize = 16;
 /// Rows per block: two activation tiles.
-pub(super) const BLOCK_ROWS: usize = 2 * TILE;
+pub(in crate::encoder::gemm) const BLOCK_ROWS: usize = 2 * TILE;
 /// Pairs of input features per tile step: one activation tile row of 64 bytes.
-pub(super) const STEP_PAIRS: usize = TILE;
+pub(in crate::encoder::gemm) const STEP_PAIRS: usize = TILE;
 
 /// Whether this CPU and kernel let this process use AMX bf16 tiles: CPUID's AMX-BF16 and
 /// AMX-TILE, the OS saving tile state (XCR0 bits 17-18), and Linux's permission, asked once.
@@ -35,7 +35,7 @@ pub fn amx_supported() -> bool {
             // SAFETY: CPUID exists on every x86-64 CPU; leaf 7 is asked for only where the
             // CPU reports it; XGETBV only where OSXSAVE says the OS enabled it.
             unsafe {
-                if __cpuid(0).eax < 7 || !super::bf16::bf16_supported() {
+                if __cpuid(0).eax < 7 || !super::bf16_supported() {
                     return false;
                 }
                 let features = __cpuid_count(7, 0).edx;
@@ -86,7 +86,7 @@ impl PackedLinear {
     /// sums into a block buffer, the valid part copied out, then the bias and `epilogue`.
     /// SAFETY: needs `amx_supported()`; `xs` padded to whole blocks of rows (`Bf16Rows::new`);
     /// as for `rows_of_panel` otherwise.
-    pub(super) unsafe fn amx_rows_of_panel(
+    pub(in crate::encoder::gemm) unsafe fn amx_rows_of_panel(
         &self,
         panels: &[PairRow],
         xs: &Bf16Rows,

@@ -4,10 +4,12 @@
 //! call (both to nearest, ties to even); the products of two bf16 values are exact in f32, the
 //! sums, bias, GELU, residual, layer norms and softmax all stay f32.
 
+pub(super) mod amx;
+
 use candle_core::{bail, Result, Tensor};
 
-use super::amx::{amx_supported, BLOCK_ROWS, STEP_PAIRS};
 use super::{convert_rows, first_lanes, PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
+use amx::{amx_supported, BLOCK_ROWS, STEP_PAIRS};
 
 /// Input features per `vdpbf16ps` lane: the bf16 layouts go in pairs.
 pub(super) const PAIR: usize = 2;
