@@ -81,6 +81,57 @@ pub fn build(
         .wait_merging_threads()
         .context("merging BM25 segments")?;
     drop(index);
+    remove_lock_files(dir)
+}
+
+/// Takes the documents with ids `removed` out of the tantivy index in `dir` and adds `added`
+/// (each with its id), in one commit. Removed documents are then merged away, all segments
+/// into one, so that the statistics BM25 scores with (document count, token counts, each
+/// term's document frequency) are those of the documents left, as a fresh build's are:
+/// tantivy counts a deleted document in them until a merge drops it.
+pub fn update(
+    dir: &Path,
+    removed: &[u64],
+    added: impl Iterator<Item = Result<(u64, Paragraph)>>,
+) -> Result<()> {
+    let index =
+        Index::open_in_dir(dir).with_context(|| format!("opening BM25 index {}", dir.display()))?;
+    let (_, fields) = schema();
+    let mut writer = index.writer::<TantivyDocument>(WRITER_MEMORY)?;
+    for &id in removed {
+        writer.delete_term(Term::from_field_u64(fields.id, id));
+    }
+    for document in added {
+        let (id, paragraph) = document?;
+        writer.add_document(doc!(
+            fields.id => id,
+            fields.title => paragraph.title,
+            fields.text => paragraph.text,
+        ))?;
+    }
+    writer.commit().context("committing the BM25 update")?;
+    if !removed.is_empty() {
+        let segments = index
+            .searchable_segment_ids()
+            .context("listing BM25 segments")?;
+        writer
+            .merge(&segments)
+            .wait()
+            .context("merging removed documents out of BM25")?;
+    }
+    writer
+        .garbage_collect_files()
+        .wait()
+        .context("removing BM25 files no longer used")?;
+    writer
+        .wait_merging_threads()
+        .context("merging BM25 segments")?;
+    drop(index);
+    remove_lock_files(dir)
+}
+
+/// Removes tantivy's empty lock files ([`LOCK_FILES`]) from `dir`.
+fn remove_lock_files(dir: &Path) -> Result<()> {
     for name in LOCK_FILES {
         let path = dir.join(name);
         match std::fs::remove_file(&path) {
