@@ -346,6 +346,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         ann: options.ann,
         removed: 0,
         updates: 0,
+        bm25_tokens: None,
     };
     // Written last: a directory with a manifest is a whole index, and the manifest lists its
     // files. The checkpoint stays until then, so a build cut off before resumes from it.

@@ -145,6 +145,11 @@ pub struct Manifest {
     /// some, the index is never called up to date with `corpus`.
     #[serde(default, skip_serializing_if = "no_updates")]
     pub updates: u64,
+    /// BM25's exact token counts per field once an update merged removed documents out of it
+    /// (tantivy's own are then estimates from quantised lengths, and average lengths would
+    /// drift from a fresh build's); absent: tantivy's are exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bm25_tokens: Option<crate::index::bm25::TokenCounts>,
 }
 
 fn no_updates(n: &u64) -> bool {

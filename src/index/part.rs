@@ -133,7 +133,8 @@ impl Part {
                 .collect::<Result<_>>()?,
         };
         let removed = Removed::read(dir, manifest.removed, manifest.documents)?;
-        let bm25 = bm25::Bm25Index::open(&dir.join("bm25"))?;
+        let bm25 =
+            bm25::Bm25Index::open(&dir.join("bm25"))?.with_token_counts(manifest.bm25_tokens);
         // BM25 no longer holds the removed documents at all.
         if bm25.documents() != manifest.documents - manifest.removed {
             anyhow::bail!(flat_file::damaged(

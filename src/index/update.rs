@@ -264,15 +264,24 @@ pub(super) fn update_locked(
         }
     }
     let new_removals = changes.removing.clone();
+    let removed_documents = new_removals
+        .iter()
+        .map(|&local| Ok((local, part.document(local)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let added_documents: Vec<(u64, Paragraph)> = changes
+        .added
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (first + i as u64, p.clone()))
+        .collect();
+    let mut tokens = part.bm25().token_counts()?;
     bm25::update(
         &work.join("bm25"),
-        &new_removals,
-        changes
-            .added
-            .iter()
-            .enumerate()
-            .map(|(i, p)| Ok((first + i as u64, p.clone()))),
+        &removed_documents,
+        &added_documents,
+        &mut tokens,
     )?;
+    manifest.bm25_tokens = Some(tokens);
     let mut removed = part.removed().ids().to_vec();
     removed.extend(new_removals);
     let removed = Removed::from_ids(removed);
@@ -282,6 +291,8 @@ pub(super) fn update_locked(
         true => {
             compact::compact(&work, &manifest, &removed)?;
             manifest.documents -= removed.len() as u64;
+            // BM25 built afresh: tantivy's token counts are exact again.
+            manifest.bm25_tokens = None;
             Removed::default()
         }
         false => removed,
