@@ -146,7 +146,7 @@ pub(super) fn update_locked(
         changes.removed += 1;
     }
     for source in &options.remove_sources {
-        let found = served.from_source(source);
+        let found = served.came_from(source);
         if found.is_empty() {
             bail!(
                 "--remove-source {}: no document of {} came from it",
@@ -387,7 +387,7 @@ impl Served {
     }
 
     /// The documents from `source`: that file, or any file under that folder.
-    fn from_source(&self, source: &Path) -> Vec<u64> {
+    fn came_from(&self, source: &Path) -> Vec<u64> {
         let wanted = normalise(source);
         self.sources
             .iter()
@@ -507,8 +507,9 @@ fn copy_index(live: &Path, work: &Path, adding: bool) -> Result<()> {
             let entry = entry.with_context(|| format!("listing {}", from.display()))?;
             let path = relative.join(entry.file_name());
             let top = relative.as_os_str().is_empty();
-            let skipped = (top && entry.file_name() == super::manifest::MANIFEST_FILE)
-                || (top && entry.file_name() == files::OWNED_MARKER)
+            let skipped = (top
+                && (entry.file_name() == super::manifest::MANIFEST_FILE
+                    || entry.file_name() == files::OWNED_MARKER))
                 || (adding && relative == Path::new("dense"));
             if skipped {
                 continue;
