@@ -1083,3 +1083,106 @@ fn partial_requests_are_timed_out_and_do_not_hold_shutdown() {
         stopping.elapsed()
     );
 }
+
+/// Issue 55: documents added and removed over HTTP, searches answered all along, the new
+/// generation served as soon as the request returns, bad input a 4xx naming the field.
+#[test]
+fn documents_are_added_and_removed_over_http_while_searches_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_model, index_dir) = tiny_index(tmp.path());
+    let server = TestServer::ready(ServeConfig::default(), &index_dir, None);
+    let health = |server: &TestServer| server.get("/health").json()["index"].clone();
+    let before = health(&server);
+    assert_eq!(before["documents"], 100);
+
+    // Searches from another client while the updates run: every one answered.
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = server.addr;
+    let searching = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut answered = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let body = json!({"query": "topic 3 river", "k": 5, "mode": "hybrid"});
+                let reply = http(addr, "POST", "/search", body.to_string().as_bytes());
+                assert_eq!(reply.status, 200, "{reply:?}");
+                answered += 1;
+            }
+            answered
+        })
+    };
+
+    let title = "Zanzibar lighthouse keeper";
+    let added = server.post(
+        "/documents",
+        &json!({"documents": [{"title": title, "text": "A zanzibar lighthouse keeper tends the lamp."}]}),
+    );
+    assert_eq!(added.status, 200, "{added:?}");
+    let body = added.json();
+    assert_eq!(
+        (body["added"].clone(), body["documents"].clone()),
+        (json!(1), json!(101))
+    );
+    // Served as soon as the request returned.
+    let now = health(&server);
+    assert_eq!(now["documents"], 101);
+    assert_eq!(now["generation"], body["generation"]);
+    assert_ne!(now["generation"], before["generation"]);
+    let find = |server: &TestServer| {
+        let reply = server.post(
+            "/search",
+            &json!({"query": "zanzibar lighthouse keeper", "k": 3, "mode": "bm25"}),
+        );
+        assert_eq!(reply.status, 200, "{reply:?}");
+        reply.json()["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["title"] == title)
+    };
+    assert!(find(&server));
+    // The same again: nothing to do.
+    let again = server.post(
+        "/documents",
+        &json!({"title": title, "text": "A zanzibar lighthouse keeper tends the lamp."}),
+    );
+    assert_eq!(again.json()["up_to_date"], true, "{again:?}");
+
+    server
+        .post("/documents", &json!({"documents": [{"title": "x"}]}))
+        .assert_error(400, "invalid_request_error", "documents[0].text is missing");
+    server
+        .post("/documents", &json!({"title": " ", "text": "y"}))
+        .assert_error(400, "invalid_request_error", "title is empty");
+    server
+        .post("/documents", &json!({"file": {"name": "", "content": "y"}}))
+        .assert_error(400, "invalid_request_error", "file.name");
+    http(server.addr, "DELETE", "/documents/No%20such%20title", b"").assert_error(
+        404,
+        "not_found",
+        "No such title",
+    );
+
+    let removed = http(
+        server.addr,
+        "DELETE",
+        "/documents/Zanzibar%20lighthouse%20keeper",
+        b"",
+    );
+    assert_eq!(removed.status, 200, "{removed:?}");
+    assert_eq!(removed.json()["removed"], 1);
+    assert_eq!(health(&server)["documents"], 100);
+    assert!(!find(&server));
+
+    // A file, cut as `rag index` cuts one of its kind.
+    let file = server.post(
+        "/documents",
+        &json!({"file": {"name": "notes.md", "content": "# Notes\n\nThe quokka smiles on Rottnest.\n"}}),
+    );
+    assert_eq!(file.status, 200, "{file:?}");
+    assert_eq!(file.json()["added"], 1);
+
+    stop.store(true, Ordering::Relaxed);
+    assert!(searching.join().unwrap() > 0);
+    server.stop().unwrap();
+}

@@ -82,6 +82,19 @@ pub struct IndexArgs {
     /// write its top manifest, which makes the sharded index usable.
     #[arg(long, conflicts_with_all = ["verify", "shard", "fresh", "layers", "dim", "reduce", "corpus"])]
     pub merge: bool,
+    /// Add the documents of these files or folders (read as --corpus reads them) to the index
+    /// in --index without rebuilding it: only documents whose title it does not serve, or
+    /// whose text changed, are encoded; the rest is kept. A new generation is installed.
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["verify", "merge", "shard", "fresh", "layers", "dim", "reduce", "corpus", "vectors_from"])]
+    pub add: Vec<PathBuf>,
+    /// Take the document with this title out of the index in --index (repeatable); it never
+    /// appears in a search again.
+    #[arg(long, value_name = "TITLE", conflicts_with_all = ["verify", "merge", "shard", "fresh", "layers", "dim", "reduce", "corpus", "vectors_from"])]
+    pub remove: Vec<String>,
+    /// Take out every document that came from this file, or from files under this folder
+    /// (repeatable; the path as the documents' source names it).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["verify", "merge", "shard", "fresh", "layers", "dim", "reduce", "corpus", "vectors_from"])]
+    pub remove_source: Vec<PathBuf>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -93,6 +106,9 @@ pub fn run(args: IndexArgs) -> Result<()> {
     }
     if args.merge {
         return run_merge(&args);
+    }
+    if !args.add.is_empty() || !args.remove.is_empty() || !args.remove_source.is_empty() {
+        return run_update(&args);
     }
     let corpus = if args.corpus.is_empty() {
         args.data.hotpot_files()
@@ -133,6 +149,10 @@ pub fn run(args: IndexArgs) -> Result<()> {
             r.method, r.fitted_on
         )
     });
+    if let Some(updated) = &summary.updated {
+        print_update(updated);
+        return Ok(());
+    }
     if summary.up_to_date {
         println!(
             "{} is up to date ({} paragraphs, layers {:?}, dim {}{reduced}); --fresh rebuilds it",
@@ -185,6 +205,61 @@ fn file_counts(summary: &index::build::BuildSummary) -> String {
         out += &format!("; {} of no kind read, ignored", summary.ignored_files);
     }
     out
+}
+
+fn run_update(args: &IndexArgs) -> Result<()> {
+    let options = index::update::UpdateOptions {
+        index_dir: args.index.clone(),
+        model_dir: args.encoder.model_dir(),
+        encoder: args.encoder.options(),
+        add: args.add.clone(),
+        documents: Vec::new(),
+        remove_titles: args.remove.clone(),
+        remove_sources: args.remove_source.clone(),
+        sync: false,
+        skip_bad: args.skip_bad,
+        progress: ProgressMode::for_stderr(),
+    };
+    let summary = index::update::update(&options)?;
+    if args.json {
+        return print_json(&summary);
+    }
+    print_update(&summary);
+    Ok(())
+}
+
+fn print_update(summary: &index::update::UpdateSummary) {
+    if summary.up_to_date {
+        println!(
+            "{} is up to date ({} documents, {} given unchanged); nothing encoded",
+            summary.index_dir.display(),
+            summary.documents,
+            summary.unchanged
+        );
+        return;
+    }
+    let compacted = match summary.compacted {
+        true => ", compacted".to_string(),
+        false if summary.removed_rows > 0 => {
+            format!(
+                ", {} removed rows kept until compaction",
+                summary.removed_rows
+            )
+        }
+        false => String::new(),
+    };
+    println!(
+        "updated {}: {} added, {} changed, {} unchanged, {} removed; {} documents, generation {}{compacted} ({:.1}s encoding, {:.1}s in all)",
+        summary.index_dir.display(),
+        summary.added,
+        summary.changed,
+        summary.unchanged,
+        summary.removed,
+        summary.documents,
+        summary.generation,
+        summary.encode_seconds,
+        summary.total_seconds,
+    );
 }
 
 fn run_merge(args: &IndexArgs) -> Result<()> {

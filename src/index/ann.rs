@@ -122,6 +122,17 @@ impl HnswIndex {
         })
     }
 
+    /// Inserts rows (unit length) after the graph's last, with the next ids: what an update
+    /// adds to a graph instead of building it again.
+    pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
+        let index = self.index.get_mut().expect("hnsw lock");
+        for block in vectors.chunks(self.dim * 65_536) {
+            index.add(block).map_err(faiss_error)?;
+        }
+        self.len = index.ntotal() as usize;
+        Ok(())
+    }
+
     pub fn save(&self, path: &Path) -> Result<()> {
         let tmp = path.with_extension("faiss.tmp");
         let tmp_str = tmp.to_str().context("index path is not UTF-8")?;

@@ -40,7 +40,7 @@ use crate::progress::{Progress, ProgressMode};
 use crate::vectors::Matrix;
 
 pub const DEFAULT_CHUNK_SIZE: usize = 2048;
-const PROGRESS_FILE: &str = "progress.json";
+pub(super) const PROGRESS_FILE: &str = "progress.json";
 /// The checkpointed full-width vectors, one file per depth.
 const VECTORS_DIR: &str = "vectors";
 /// Most vectors a PCA is fitted on, so that memory stays bounded on a corpus of millions.
@@ -99,6 +99,10 @@ pub struct BuildSummary {
     pub ignored_files: usize,
     /// The index already held exactly this build; nothing was done.
     pub up_to_date: bool,
+    /// The live index, built alike from another corpus, was updated to this one instead of
+    /// rebuilt: what changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated: Option<super::update::UpdateSummary>,
 }
 
 impl BuildSummary {
@@ -121,6 +125,7 @@ impl BuildSummary {
             skipped_files: manifest.stats.skipped_files,
             ignored_files: manifest.stats.ignored_files,
             up_to_date: true,
+            updated: None,
         }
     }
 }
@@ -251,6 +256,35 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         }
     }
     let work = building_dir(&index_dir);
+    if !options.fresh
+        && !work.join(PROGRESS_FILE).exists()
+        && updatable(&index_dir, &plan, stored_dim, options)
+    {
+        let updated =
+            super::update::update_locked(&index_dir, &sync_options(options), Some(&inputs))?;
+        if !updated.declined {
+            return Ok(BuildSummary {
+                index_dir,
+                documents: updated.documents,
+                layers,
+                dim: stored_dim,
+                stored_dim,
+                reduce: None,
+                resumed_from: 0,
+                encode_seconds: updated.encode_seconds,
+                paragraphs_per_second: (updated.added + updated.changed) as f64
+                    / updated.encode_seconds.max(1e-9),
+                total_seconds: started.elapsed().as_secs_f64(),
+                duplicates: 0,
+                skipped_records: 0,
+                files: BTreeMap::new(),
+                skipped_files: 0,
+                ignored_files: 0,
+                up_to_date: updated.up_to_date,
+                updated: Some(updated),
+            });
+        }
+    }
     let checkpoint = start_or_resume(&work, &plan, options.fresh)?;
     let resumed_from = checkpoint.docstore.documents;
 
@@ -298,6 +332,9 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             corpus_documents: checkpoint.corpus_documents,
         }),
         ann: options.ann,
+        removed: 0,
+        updates: 0,
+        bm25_tokens: None,
     };
     // Written last: a directory with a manifest is a whole index, and the manifest lists its
     // files. The checkpoint stays until then, so a build cut off before resumes from it.
@@ -326,6 +363,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         skipped_files: counts.skipped_files,
         ignored_files: counts.ignored_files,
         up_to_date: false,
+        updated: None,
     })
 }
 
@@ -414,7 +452,8 @@ fn current_manifest(
         && manifest.default_dim == stored_dim
         && manifest.reduce.as_ref().map(|r| r.method) == options.reduce
         && manifest.ann == options.ann
-        && manifest.shard.map(|s| s.spec) == plan.shard;
+        && manifest.shard.map(|s| s.spec) == plan.shard
+        && manifest.updates == 0;
     if !same {
         return None;
     }
@@ -426,6 +465,43 @@ fn current_manifest(
         return None;
     }
     Some(manifest)
+}
+
+/// Whether the live index was built with this plan's model, depths, width and template from
+/// another corpus, so that updating it to this one encodes only what changed
+/// ([`super::update`]): not for a reduced index (its PCA was fitted on the old corpus), a
+/// shard, or vectors read from files.
+fn updatable(index_dir: &Path, plan: &Plan, stored_dim: usize, options: &BuildOptions) -> bool {
+    let Ok(manifest) = Manifest::read(index_dir) else {
+        return false;
+    };
+    manifest.model == plan.model
+        && manifest.layers == plan.layers
+        && manifest.template == plan.template
+        && manifest.stored_dim == stored_dim
+        && manifest.reduce.is_none()
+        && options.reduce.is_none()
+        && manifest.ann == options.ann
+        && manifest.shard.is_none()
+        && plan.shard.is_none()
+        && plan.vectors_from.is_none()
+        && OpenDir::check_opens(index_dir).is_ok()
+}
+
+/// The update that makes the live index hold exactly the build's corpus.
+fn sync_options(options: &BuildOptions) -> super::update::UpdateOptions {
+    super::update::UpdateOptions {
+        index_dir: options.index_dir.clone(),
+        model_dir: options.model_dir.clone(),
+        encoder: options.encoder.clone(),
+        add: options.corpus.clone(),
+        documents: Vec::new(),
+        remove_titles: Vec::new(),
+        remove_sources: Vec::new(),
+        sync: true,
+        skip_bad: options.skip_bad,
+        progress: options.progress,
+    }
 }
 
 fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> {

@@ -24,10 +24,14 @@ pub const REDUCED_FORMAT_VERSION: u32 = 2;
 /// every file with its checksum. One that lost the list is damaged, not "from before
 /// checksums", so that removing it cannot switch the checks off.
 pub const CHECKSUMS_FORMAT_VERSION: u32 = 3;
-const READABLE_FORMATS: [u32; 3] = [
+/// Written by an index with removed documents (`removed.u64`): a `rag` from before updates,
+/// which would return them, refuses it. Otherwise format 3.
+pub const REMOVALS_FORMAT_VERSION: u32 = 4;
+const READABLE_FORMATS: [u32; 4] = [
     FORMAT_VERSION,
     REDUCED_FORMAT_VERSION,
     CHECKSUMS_FORMAT_VERSION,
+    REMOVALS_FORMAT_VERSION,
 ];
 
 /// Identity of the encoder: its weights by sha256, and the choices that change its vectors.
@@ -137,6 +141,25 @@ pub struct Manifest {
     /// searches the flat ones, which is still right.
     #[serde(default, skip_serializing_if = "AnnSpec::is_flat")]
     pub ann: AnnSpec,
+    /// Documents taken out since the last build or compaction (`rag index --remove`, or
+    /// replaced by a changed text): their ids are listed in `removed.u64` and never returned;
+    /// `documents` counts them still (every file holds a row for each).
+    #[serde(default, skip_serializing_if = "no_updates")]
+    pub removed: u64,
+    /// Updates (`rag index --add/--remove`) applied since the index last held exactly `corpus`
+    /// (a build, or a `rag index --corpus` that updated it to that corpus): while there are
+    /// some, the index is never called up to date with `corpus`.
+    #[serde(default, skip_serializing_if = "no_updates")]
+    pub updates: u64,
+    /// BM25's exact token counts per field once an update merged removed documents out of it
+    /// (tantivy's own are then estimates from quantised lengths, and average lengths would
+    /// drift from a fresh build's); absent: tantivy's are exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bm25_tokens: Option<crate::index::bm25::TokenCounts>,
+}
+
+fn no_updates(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A shard's place in its sharded index.
@@ -230,7 +253,7 @@ impl Manifest {
         })?;
         if !READABLE_FORMATS.contains(&manifest.format_version) {
             bail!(
-                "{} has index format {}, this rag reads formats {FORMAT_VERSION} to {CHECKSUMS_FORMAT_VERSION}; rebuild it",
+                "{} has index format {}, this rag reads formats {FORMAT_VERSION} to {REMOVALS_FORMAT_VERSION}; rebuild it",
                 dir.display(),
                 manifest.format_version
             );

@@ -25,6 +25,7 @@ pub mod ann;
 pub mod bm25;
 pub mod build;
 pub mod cell;
+mod compact;
 pub mod dense;
 pub mod docstore;
 mod flat_file;
@@ -34,8 +35,10 @@ pub mod lock;
 pub mod manifest;
 mod open_dir;
 pub mod pca;
+pub mod removed;
 pub mod sharded;
 pub mod target;
+pub mod update;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -152,8 +155,12 @@ impl Index {
         self.manifest.build_id()
     }
 
+    /// Documents served: those stored less those removed since the build.
     pub fn len(&self) -> u64 {
-        self.manifest.documents
+        self.parts
+            .iter()
+            .map(|p| p.documents() - p.removed().len() as u64)
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -165,22 +172,33 @@ impl Index {
         &self.parts
     }
 
-    /// Document `id` (global), HTML entities decoded ([`Paragraph::decoded`]).
+    /// Document `id` (global), HTML entities decoded ([`Paragraph::decoded`]); a removed one
+    /// is not in the index.
     pub fn document(&self, id: u64) -> Result<Paragraph> {
         for part in &self.parts {
-            if let Some(local) = part.local(id) {
+            if let Some(local) = part.local(id).filter(|&l| part.serves(l)) {
                 return Ok(part.document(local)?.decoded());
             }
         }
         anyhow::bail!("document {id} is not in {}", self.dir.display())
     }
 
-    /// Every document's (id, title), in id order.
+    /// Every served document's (id, title), in id order.
     pub fn titles(&self) -> Result<Vec<(u64, String)>> {
-        (0..self.len())
-            .map(|id| Ok((id, self.document(id)?.title)))
-            .collect::<Result<_>>()
-            .with_context(|| format!("reading the titles of {}", self.dir.display()))
+        let mut titles = self
+            .parts
+            .iter()
+            .flat_map(|part| {
+                (0..part.documents())
+                    .filter(|&local| part.serves(local))
+                    .map(move |local| {
+                        Ok((part.global(local), part.document(local)?.decoded().title))
+                    })
+            })
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| format!("reading the titles of {}", self.dir.display()))?;
+        titles.sort_by_key(|(id, _)| *id);
+        Ok(titles)
     }
 
     /// Query vectors comparable with the stored ones at a resolved depth and size, from the
@@ -215,16 +233,20 @@ impl Index {
             .searched()
             .iter()
             .map(|part| {
+                // Removed documents are still in the vectors: ask for enough more to drop them.
+                let wide = part.removed().widened(k);
                 let hits = match graphs.then(|| part.graph(depth)).transpose()?.flatten() {
                     Some(graph) => {
-                        graph.search_many(queries, k, ef_search.unwrap_or(DEFAULT_EF_SEARCH))?
+                        graph.search_many(queries, wide, ef_search.unwrap_or(DEFAULT_EF_SEARCH))?
                     }
-                    None => part.dense(depth, dim)?.search_many(queries, k)?,
+                    None => part.dense(depth, dim)?.search_many(queries, wide)?,
                 };
                 Ok(hits
                     .into_iter()
                     .map(|list| {
-                        list.into_iter()
+                        part.removed()
+                            .filter(list, k)
+                            .into_iter()
                             .map(|(local, score)| (part.global(local), score))
                             .collect()
                     })

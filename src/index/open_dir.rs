@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
 use super::integrity::Hashing;
+use super::removed::{Removed, REMOVED_FILE};
 use super::{bm25, dense_file, docstore, flat_file, integrity, sharded};
 use super::{Cell, DenseIndex, DocStore, Manifest, Pca};
 use crate::corpus::Paragraph;
@@ -26,6 +27,8 @@ pub struct OpenDir {
     pub manifest: Manifest,
     /// A shard's documents' global ids, by local id (`None`: the two are the same).
     ids: Option<Vec<u64>>,
+    /// Local ids of the documents taken out since the build ([`super::removed`]).
+    removed: Removed,
     docs: DocStore,
     bm25: bm25::Bm25Index,
     /// Per depth, the PCA that reduced the stored vectors (`rag index --reduce`), if any.
@@ -56,6 +59,7 @@ impl OpenDir {
                 docstore::DOCS_FILE,
                 docstore::OFFSETS_FILE,
                 sharded::IDS_FILE,
+                REMOVED_FILE,
                 "bm25/",
                 "pca/",
             ]),
@@ -128,14 +132,17 @@ impl OpenDir {
                 })
                 .collect::<Result<_>>()?,
         };
-        let bm25 = bm25::Bm25Index::open(&dir.join("bm25"))?;
-        if bm25.documents() != manifest.documents {
+        let removed = Removed::read(dir, manifest.removed, manifest.documents)?;
+        let bm25 =
+            bm25::Bm25Index::open(&dir.join("bm25"))?.with_token_counts(manifest.bm25_tokens);
+        // BM25 no longer holds the removed documents at all.
+        if bm25.documents() != manifest.documents - manifest.removed {
             anyhow::bail!(flat_file::damaged(
                 &dir.join("bm25"),
                 &format!(
                     "it holds {} documents, the manifest {}",
                     bm25.documents(),
-                    manifest.documents
+                    manifest.documents - manifest.removed
                 )
             ));
         }
@@ -160,6 +167,7 @@ impl OpenDir {
         Ok(Self {
             dir: dir.to_path_buf(),
             ids,
+            removed,
             bm25,
             manifest,
             docs,
@@ -172,6 +180,16 @@ impl OpenDir {
 
     pub fn documents(&self) -> u64 {
         self.manifest.documents
+    }
+
+    /// The documents taken out since the build, by local id.
+    pub fn removed(&self) -> &Removed {
+        &self.removed
+    }
+
+    /// Whether local document `local` is served (not removed).
+    pub fn serves(&self, local: u64) -> bool {
+        local < self.documents() && !self.removed.contains(local)
     }
 
     /// The global id of local document `local`.

@@ -149,7 +149,7 @@ fn preflight(origin: &HeaderValue) -> Response {
             (header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone()),
             (
                 header::ACCESS_CONTROL_ALLOW_METHODS,
-                HeaderValue::from_static("GET, POST"),
+                HeaderValue::from_static("GET, POST, DELETE"),
             ),
             (
                 header::ACCESS_CONTROL_ALLOW_HEADERS,

@@ -74,6 +74,11 @@ impl ApiError {
         }
     }
 
+    /// The index is being changed by someone else (a `rag index` holding its lock).
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }
@@ -93,7 +98,7 @@ impl ApiError {
         Self::new(
             StatusCode::NOT_FOUND,
             "not_found",
-            "no such route (try GET / for the page, POST /search, POST /ask, POST /v1/embeddings, GET /health, GET /metrics)",
+            "no such route (try GET / for the page, POST /search, POST /ask, POST /v1/embeddings, POST /documents, DELETE /documents/{title}, GET /health, GET /metrics)",
         )
     }
 

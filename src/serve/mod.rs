@@ -12,6 +12,7 @@
 
 pub mod access;
 pub mod batcher;
+mod documents;
 pub mod error;
 pub mod generation;
 mod http;
@@ -162,6 +163,8 @@ pub(crate) struct AppState {
     config: ServeConfig,
     metrics: Arc<Metrics>,
     search_slots: Arc<Semaphore>,
+    /// Taken by each update of the index over HTTP, so that they run one at a time.
+    updates: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
@@ -189,6 +192,7 @@ where
     let app = Arc::new(AppState {
         search_slots: Arc::new(Semaphore::new(config.limits.search_slots.max(1))),
         ready: OnceLock::new(),
+        updates: tokio::sync::Mutex::new(()),
         metrics: Arc::new(Metrics::default()),
         config,
     });

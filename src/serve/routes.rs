@@ -11,7 +11,7 @@ use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
 use futures_util::Stream;
 use serde::Deserialize;
@@ -36,6 +36,8 @@ pub(super) fn router(app: Arc<AppState>) -> Router {
         .route("/search", post(search))
         .route("/ask", post(ask))
         .route("/v1/embeddings", post(embeddings))
+        .route("/documents", post(super::documents::add))
+        .route("/documents/{title}", delete(super::documents::remove))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .merge(super::web::router())

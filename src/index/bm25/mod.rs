@@ -81,6 +81,85 @@ pub fn build(
         .wait_merging_threads()
         .context("merging BM25 segments")?;
     drop(index);
+    remove_lock_files(dir)
+}
+
+/// The exact number of tokens BM25 indexed in each field, over the documents an index holds:
+/// what its average lengths are computed from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TokenCounts {
+    pub title: u64,
+    pub text: u64,
+}
+
+/// Takes the documents `removed` (id and document) out of the tantivy index in `dir` and adds
+/// `added` (each with its id), in one commit; `tokens`, the index's exact token counts before,
+/// becomes the counts after, which the manifest keeps. Removed documents are then merged away,
+/// all segments into one, so that the document count and each term's document frequency are
+/// those of the documents left, as a fresh build's are (tantivy counts a deleted document in
+/// them until a merge drops it). Its token counts after such a merge are estimates (from
+/// quantised lengths), hence the exact ones kept beside it ([`Bm25Index::with_token_counts`]).
+pub fn update(
+    dir: &Path,
+    removed: &[(u64, Paragraph)],
+    added: &[(u64, Paragraph)],
+    tokens: &mut TokenCounts,
+) -> Result<()> {
+    let index =
+        Index::open_in_dir(dir).with_context(|| format!("opening BM25 index {}", dir.display()))?;
+    let (_, fields) = schema();
+    let count = |field: Field, text: &str| -> Result<u64> {
+        let mut analyzer = index.tokenizer_for_field(field)?;
+        let mut stream = analyzer.token_stream(text);
+        let mut n = 0;
+        while stream.advance() {
+            n += 1;
+        }
+        Ok(n)
+    };
+    let mut writer = index.writer::<TantivyDocument>(WRITER_MEMORY)?;
+    for (id, paragraph) in removed {
+        writer.delete_term(Term::from_field_u64(fields.id, *id));
+        tokens.title = tokens
+            .title
+            .saturating_sub(count(fields.title, &paragraph.title)?);
+        tokens.text = tokens
+            .text
+            .saturating_sub(count(fields.text, &paragraph.text)?);
+    }
+    for (id, paragraph) in added {
+        let (id, paragraph) = (*id, paragraph.clone());
+        tokens.title += count(fields.title, &paragraph.title)?;
+        tokens.text += count(fields.text, &paragraph.text)?;
+        writer.add_document(doc!(
+            fields.id => id,
+            fields.title => paragraph.title,
+            fields.text => paragraph.text,
+        ))?;
+    }
+    writer.commit().context("committing the BM25 update")?;
+    if !removed.is_empty() {
+        let segments = index
+            .searchable_segment_ids()
+            .context("listing BM25 segments")?;
+        writer
+            .merge(&segments)
+            .wait()
+            .context("merging removed documents out of BM25")?;
+    }
+    writer
+        .garbage_collect_files()
+        .wait()
+        .context("removing BM25 files no longer used")?;
+    writer
+        .wait_merging_threads()
+        .context("merging BM25 segments")?;
+    drop(index);
+    remove_lock_files(dir)
+}
+
+/// Removes tantivy's empty lock files ([`LOCK_FILES`]) from `dir`.
+fn remove_lock_files(dir: &Path) -> Result<()> {
     for name in LOCK_FILES {
         let path = dir.join(name);
         match std::fs::remove_file(&path) {
@@ -96,6 +175,9 @@ pub fn build(
 pub struct Bm25Index {
     reader: IndexReader,
     queries: QueryBuilder,
+    /// The exact token counts where tantivy's are estimates (after a merge that dropped
+    /// removed documents).
+    tokens: Option<TokenCounts>,
 }
 
 impl Bm25Index {
@@ -114,7 +196,31 @@ impl Bm25Index {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .context("opening BM25 reader")?;
-        Ok(Self { reader, queries })
+        Ok(Self {
+            reader,
+            queries,
+            tokens: None,
+        })
+    }
+
+    /// The same index, scored with these exact token counts (the manifest's, after an update).
+    pub fn with_token_counts(mut self, tokens: Option<TokenCounts>) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
+    /// The exact token counts of the documents held: those kept by an update, else tantivy's,
+    /// exact in a built index (segments merged without deletes add them up).
+    pub fn token_counts(&self) -> Result<TokenCounts> {
+        if let Some(tokens) = self.tokens {
+            return Ok(tokens);
+        }
+        let (_, fields) = schema();
+        let searcher = self.reader.searcher();
+        Ok(TokenCounts {
+            title: searcher.total_num_tokens(fields.title)?,
+            text: searcher.total_num_tokens(fields.text)?,
+        })
     }
 
     /// How many documents the index holds.
@@ -142,14 +248,19 @@ pub fn search_all(
 ) -> Result<Vec<Vec<(u64, f32)>>> {
     let first = shards.first().context("no BM25 index to search")?;
     let query = first.queries.build(question, syntax);
-    let statistics = Summed(shards.iter().map(|s| s.reader.searcher()).collect());
+    let statistics = Summed(
+        shards
+            .iter()
+            .map(|s| (s.reader.searcher(), s.tokens))
+            .collect(),
+    );
     // One set of weights serves every shard: they hold only the corpus-wide statistics.
-    let scoring = EnableScoring::enabled_from_statistics_provider(&statistics, &statistics.0[0]);
+    let scoring = EnableScoring::enabled_from_statistics_provider(&statistics, &statistics.0[0].0);
     let exact = ExactQuery::new(query.as_ref(), scoring)?;
     statistics
         .0
         .iter()
-        .map(|searcher| top_matches(searcher, &exact, k))
+        .map(|(searcher, _)| top_matches(searcher, &exact, k))
         .collect()
 }
 
@@ -177,20 +288,29 @@ fn top_matches(searcher: &Searcher, exact: &ExactQuery, k: usize) -> Result<Vec<
     Ok(top_k(hits, k))
 }
 
-/// BM25 statistics summed over several indexes' searchers.
-struct Summed(Vec<Searcher>);
+/// BM25 statistics summed over several indexes' searchers, each with its exact token counts
+/// where tantivy's are estimates.
+struct Summed(Vec<(Searcher, Option<TokenCounts>)>);
 
 impl Bm25StatisticsProvider for Summed {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        self.0.iter().map(|s| s.total_num_tokens(field)).sum()
+        let (_, fields) = schema();
+        self.0
+            .iter()
+            .map(|(searcher, tokens)| match tokens {
+                Some(t) if field == fields.title => Ok(t.title),
+                Some(t) if field == fields.text => Ok(t.text),
+                _ => searcher.total_num_tokens(field),
+            })
+            .sum()
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        self.0.iter().map(|s| s.total_num_docs()).sum()
+        self.0.iter().map(|(s, _)| s.total_num_docs()).sum()
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        self.0.iter().map(|s| s.doc_freq(term)).sum()
+        self.0.iter().map(|(s, _)| s.doc_freq(term)).sum()
     }
 }
 

@@ -527,7 +527,8 @@ function showHealth(health) {
     ['status', health.status],
     ['encoder', encoder.name && `${encoder.name}, ${encoder.layers} layers, ${encoder.hidden_size} dims, ${encoder.precision}`],
     ['generator', health.models.generator || 'none'],
-    ['index', index.dir && `${index.dir}: ${index.documents} documents`],
+    ['index', index.dir ? `${index.dir}: ${index.documents} documents` : index.documents !== undefined && `${index.documents} documents`],
+    ['generation', index.generation],
     ['stored depths', index.layers && index.layers.join(', ')],
     ['sizes', index.dims ? index.dims.join(', ') : index.stored_dim && `1 to ${index.stored_dim}`],
     ['generation queue', health.queues?.generate],
@@ -550,6 +551,26 @@ async function refreshStatus() {
       ['index look-ups', metricSums(text, 'rag_search_lookups_total')['']],
     ]);
   } catch (err) {
+    report(err);
+  }
+}
+
+// ---- adding a document (POST /documents): a new generation, served once installed ----
+
+async function addDocument(event) {
+  event.preventDefault();
+  const title = $('add-title').value.trim();
+  const text = $('add-text').value.trim();
+  if (!title || !text) return;
+  $('add-result').textContent = 'Adding…';
+  try {
+    const data = await (await api('/documents', { title, text })).json();
+    const what = data.up_to_date ? 'already there, unchanged' : data.changed ? 'replaced' : 'added';
+    $('add-result').textContent = `“${title}” ${what}: ${data.documents} documents, generation ${data.generation}.`;
+    $('add-text').value = '';
+    refreshStatus();
+  } catch (err) {
+    $('add-result').textContent = '';
     report(err);
   }
 }
@@ -584,6 +605,7 @@ async function start() {
   for (const f of FIELDS) $(f.id).addEventListener('change', settingsChanged);
   $('run').addEventListener('change', () => showRun($('run').value));
   $('refresh-status').addEventListener('click', refreshStatus);
+  $('add-form').addEventListener('submit', addDocument);
   refreshStatus();
   loadRuns();
   if ($('question').value.trim()) $('ask-form').requestSubmit();

@@ -1,0 +1,73 @@
+//! Compaction: an index's removed rows ([`super::removed`]) dropped from the document store and
+//! the vector files, and the ids of the documents left renumbered `0..n` in the order they had,
+//! so that rankings (ties by id) do not change. BM25 is rebuilt with the new ids and each HNSW
+//! graph is built again from the stored vectors, as a build builds them: nothing is encoded.
+//! Done in an update's staging folder ([`super::update`]), before it is sealed and installed.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::ann::{hnsw_file, AnnSpec, HnswIndex};
+use super::docstore::{DocStore, DocStoreMark, DocStoreWriter, DOCS_FILE, OFFSETS_FILE};
+use super::flat_file::FlatFile;
+use super::removed::Removed;
+use super::{bm25, dense_file, DenseIndex, Manifest};
+
+/// Drops `removed` (local ids below `manifest.documents`) from the index being staged in `work`.
+pub fn compact(work: &Path, manifest: &Manifest, removed: &Removed) -> Result<()> {
+    let keep = |local: u64| !removed.contains(local);
+    let scratch = work.join("compacting");
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch)
+            .with_context(|| format!("removing {}", scratch.display()))?;
+    }
+    super::create_dir(&scratch)?;
+    {
+        let store = DocStore::open(work)?;
+        let mut out = DocStoreWriter::open_at(&scratch, DocStoreMark::default())?;
+        for local in (0..manifest.documents).filter(|&l| keep(l)) {
+            out.append(&store.get(local)?)?;
+        }
+        out.sync()?;
+    }
+    for name in [DOCS_FILE, OFFSETS_FILE] {
+        std::fs::rename(scratch.join(name), work.join(name))
+            .with_context(|| format!("replacing {}", work.join(name).display()))?;
+    }
+    std::fs::remove_dir_all(&scratch).with_context(|| format!("removing {}", scratch.display()))?;
+
+    let dim = manifest.stored_dim;
+    for &depth in &manifest.layers {
+        let path = dense_file(work, depth, dim);
+        let (all, _) = FlatFile::open(&path, manifest.documents, dim)?.load(false)?;
+        let rows: Vec<f32> = all
+            .vectors()
+            .chunks_exact(dim)
+            .enumerate()
+            .filter(|(local, _)| keep(*local as u64))
+            .flat_map(|(_, row)| row.iter().copied())
+            .collect();
+        let mut kept = DenseIndex::new(dim)?;
+        kept.add(&rows)?;
+        kept.save(&path)?;
+        if let AnnSpec::Hnsw { m } = manifest.ann {
+            HnswIndex::build(&kept, m)
+                .with_context(|| format!("--ann {} on layer {depth}", manifest.ann))?
+                .save(&hnsw_file(work, depth, dim))?;
+        }
+    }
+
+    let bm25_dir = work.join("bm25");
+    std::fs::remove_dir_all(&bm25_dir)
+        .with_context(|| format!("removing {}", bm25_dir.display()))?;
+    let store = DocStore::open(work)?;
+    bm25::build(
+        &bm25_dir,
+        store
+            .iter()
+            .enumerate()
+            .map(|(id, paragraph)| Ok((id as u64, paragraph?))),
+        || {},
+    )
+}
