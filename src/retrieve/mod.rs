@@ -214,7 +214,7 @@ impl Retriever {
     }
 
     /// [`rank`](Self::rank) with an HNSW index visiting `ef_search` candidates per dense search
-    /// instead of the tuning's (a server's request may name its own).
+    /// instead of the tuning's (a server's request may name its own; 0: exact search).
     #[allow(clippy::too_many_arguments)]
     pub fn rank_with_ef(
         &self,
@@ -227,9 +227,6 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<Scored>>> {
-        if ef_search == Some(0) {
-            bail!("ef_search must be at least 1");
-        }
         if k == 0 {
             bail!("k must be at least 1");
         }
@@ -243,6 +240,7 @@ impl Retriever {
             let first = self.rank_once(
                 ef_search,
                 queries,
+                None,
                 encoded,
                 strategy.mode,
                 layers,
@@ -256,6 +254,7 @@ impl Retriever {
         let first = self.rank_once(
             ef_search,
             queries,
+            None,
             encoded,
             strategy.mode,
             layers,
@@ -268,6 +267,8 @@ impl Retriever {
             .then(|| self.links())
             .transpose()?;
         let mut texts = Vec::new();
+        // The same seeds' BM25 queries, shorter by the tuning's rule.
+        let mut lexical = Vec::new();
         // Per seed, the documents its text names (none without links).
         let mut named = Vec::new();
         for (query, ranking) in queries.iter().zip(&first) {
@@ -277,16 +278,19 @@ impl Retriever {
                     named.push(links.mentioned(&seed.text, id));
                 }
                 texts.push(hops::query(query, &seed));
+                lexical.push(self.tuning.hop_query.lexical(query, &seed));
             }
         }
         timings.search_ms += ms_since(started);
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let lexical: Vec<&str> = lexical.iter().map(String::as_str).collect();
         let mut seconds = if texts.is_empty() {
             Vec::new()
         } else {
             self.rank_once(
                 ef_search,
                 &texts,
+                Some(&lexical),
                 None,
                 strategy.mode,
                 layers,
@@ -312,12 +316,14 @@ impl Retriever {
             .collect())
     }
 
-    /// One search per question, best first.
+    /// One search per question, best first; BM25 reads `lexical` where given (one per
+    /// question), else the questions.
     #[allow(clippy::too_many_arguments)]
     fn rank_once(
         &self,
         ef_search: Option<usize>,
         queries: &[&str],
+        lexical: Option<&[&str]>,
         encoded: Option<&Matrix>,
         mode: Mode,
         layers: usize,
@@ -325,15 +331,16 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
+        let lexical = lexical.unwrap_or(queries);
         if mode == Mode::Bm25 {
-            return self.bm25(queries, k, timings);
+            return self.bm25(lexical, k, timings);
         }
         if mode == Mode::Dense {
             return self.dense(ef_search, queries, encoded, layers, dim, k, timings);
         }
         let depth = (k * 4).max(CANDIDATES);
         let dense = self.dense(ef_search, queries, encoded, layers, dim, depth, timings)?;
-        let lexical = self.bm25(queries, depth, timings)?;
+        let lexical = self.bm25(lexical, depth, timings)?;
         Ok(dense
             .into_iter()
             .zip(lexical)
