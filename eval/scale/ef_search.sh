@@ -18,20 +18,20 @@ for ef in "${efs[@]}"; do
   grep recall "$out/verify-ef$ef.txt"
   modes+=(--mode "hnsw-ef$ef={\"mode\":\"dense\",\"ef_search\":$ef}")
 done
-python3 eval/scale/serve_probe.py --rag "$RAG" --index "$index" --out "$out/serve.json" \
+nice python3 eval/scale/serve_probe.py --rag "$RAG" --index "$index" --out "$out/serve.json" \
   "${modes[@]}" --mode 'exact={"mode":"dense","ef_search":0}' > /dev/null
 python3 - "$out" "${efs[@]}" <<'PY'
 import json, re, sys
 out, efs = sys.argv[1], sys.argv[2:]
 serve = json.load(open(f"{out}/serve.json"))
-rows = ["| efSearch | recall@10 vs flat | /search dense p50 ms | p99 ms |", "| ---: | ---: | ---: | ---: |"]
+rows = ["| efSearch | recall@10 vs flat | index search p50 / p99 ms | /search wall p50 / p99 ms |", "| ---: | ---: | ---: | ---: |"]
 for ef in efs:
     text = open(f"{out}/verify-ef{ef}.txt").read()
     recall = re.search(r"recall@10 against flat (\S+)", text).group(1)
     m = serve["modes"][f"hnsw-ef{ef}"]
-    rows.append(f"| {ef} | {recall} | {m['p50_ms']} | {m['p99_ms']} |")
+    rows.append(f"| {ef} | {recall} | {m['search_p50_ms']} / {m['search_p99_ms']} | {m['p50_ms']} / {m['p99_ms']} |")
 m = serve["modes"]["exact"]
-rows.append(f"| 0 (exact) | 1 | {m['p50_ms']} | {m['p99_ms']} |")
+rows.append(f"| 0 (exact) | 1 | {m['search_p50_ms']} / {m['search_p99_ms']} | {m['p50_ms']} / {m['p99_ms']} |")
 rows.append("")
 rows.append(f"CPU flags {serve['cpu_flags']}, {serve['cpus']} cores, load average {serve['load_average_before']} before, "
             f"{serve['load_average_after']} after; serve RSS {serve['memory_end_mib']} MiB at the end.")

@@ -9,7 +9,8 @@ search from one index, efSearch, the second hop's BM25 query).
         [--serve-flag=--hop-query=sentence] [--questions 200]
 
 Questions: the first --questions of the distractor sample. Results are one JSON file per run;
-the CPU flags and the load average are recorded beside them (the machine is shared).
+the CPU flags and the load average are recorded beside them (the machine is shared). Run it
+niced (the scripts here do); synthetic.py measures its servers with `measure` too.
 """
 
 import argparse
@@ -38,6 +39,54 @@ def cpu_flags():
     return [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "amx_tile") if f in flags]
 
 
+def measure(rag, index, questions, modes, extra):
+    """`rag serve` of `index` (flags `extra`): seconds to ready, warm /search p50 / p99 for each
+    body of `modes` ({name: body}), resident memory once ready, after each mode and at the end."""
+    started = time.time()
+    proc = subprocess.Popen(
+        [rag, "serve", "--index", index, "--addr", "127.0.0.1:0", "--no-llm"] + extra,
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )
+    try:
+        addr = None
+        for line in proc.stderr:
+            m = re.search(r"listening on http://(\S+)", line)
+            if m:
+                addr = m.group(1)
+                break
+        if addr is None:
+            sys.exit("rag serve did not start")
+        wait_ready(addr, timeout=3600)
+        ready = memory(proc.pid)
+        out = {"ready_s": round(time.time() - started, 2), "rss_ready_mib": ready["VmRSS"],
+               "memory_ready_mib": ready, "modes": {}}
+        client = Client(addr, timeout=600)
+        for name, body in modes.items():
+            client.request("POST", "/search", {"query": questions[0], **body})  # warm-up
+            times, searches = [], []
+            for q in questions:
+                t = time.perf_counter()
+                status, _, data = client.request("POST", "/search", {"query": q, "k": 5, **body})
+                times.append((time.perf_counter() - t) * 1000)
+                if status != 200:
+                    sys.exit(f"/search {body}: {status} {data[:300]}")
+                # The server's own time in the index (no encoding, no queueing): what efSearch
+                # and the BM25 query change, less blurred by a loaded machine than the wall time.
+                searches.append(json.loads(data)["timings"]["search_ms"])
+            out["modes"][name] = {"n": len(times), "p50_ms": round(percentile(times, 50), 2),
+                                  "p99_ms": round(percentile(times, 99), 2),
+                                  "search_p50_ms": round(percentile(searches, 50), 2),
+                                  "search_p99_ms": round(percentile(searches, 99), 2), "request": body,
+                                  "memory_after_mib": memory(proc.pid)}
+            print(f"serve {name}: p50 {out['modes'][name]['p50_ms']} ms", file=sys.stderr)
+        end = memory(proc.pid)
+        out["memory_end_mib"] = end
+        out["rss_steady_mib"], out["rss_peak_mib"] = end["VmRSS"], end["VmHWM"]
+        return out
+    finally:
+        stop(proc, timeout=30)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rag", required=True)
@@ -53,44 +102,8 @@ def main():
     questions = [r["question"] for r in json.load(open(sample))][: args.questions]
     result = {"rag": args.rag, "index": args.index, "serve_flags": args.serve_flag, "cpu_flags": cpu_flags(),
               "cpus": os.cpu_count(), "load_average_before": list(os.getloadavg())}
-    started = time.time()
-    proc = subprocess.Popen(
-        ["nice", args.rag, "serve", "--index", args.index, "--addr", "127.0.0.1:0", "--no-llm"] + args.serve_flag,
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-    )
-    try:
-        addr = None
-        for line in proc.stderr:
-            m = re.search(r"listening on http://(\S+)", line)
-            if m:
-                addr = m.group(1)
-                break
-        if addr is None:
-            sys.exit("rag serve did not start")
-        wait_ready(addr, timeout=3600)
-        # `nice` execs rag: the pid is the server's.
-        result["ready_s"] = round(time.time() - started, 2)
-        result["memory_ready_mib"] = memory(proc.pid)
-        client = Client(addr, timeout=600)
-        result["modes"] = {}
-        for spec in args.mode:
-            name, body = spec.split("=", 1)
-            body = json.loads(body)
-            client.request("POST", "/search", {"query": questions[0], **body})  # warm-up
-            times = []
-            for q in questions:
-                t = time.perf_counter()
-                status, _, data = client.request("POST", "/search", {"query": q, "k": 5, **body})
-                times.append((time.perf_counter() - t) * 1000)
-                if status != 200:
-                    sys.exit(f"/search {body}: {status} {data[:300]}")
-            result["modes"][name] = {"n": len(times), "p50_ms": round(percentile(times, 50), 2),
-                                     "p99_ms": round(percentile(times, 99), 2), "request": body,
-                                     "memory_after_mib": memory(proc.pid)}
-            print(f"{name}: p50 {result['modes'][name]['p50_ms']} ms", file=sys.stderr)
-        result["memory_end_mib"] = memory(proc.pid)
-    finally:
-        stop(proc, timeout=30)
+    modes = {name: json.loads(body) for name, body in (spec.split("=", 1) for spec in args.mode)}
+    result.update(measure(args.rag, args.index, questions, modes, args.serve_flag))
     result["load_average_after"] = list(os.getloadavg())
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     json.dump(result, open(args.out, "w"), indent=1)

@@ -158,8 +158,9 @@ pub struct StrategyArgs {
     pub ef_search: Option<u32>,
     /// With --hops 2: what of each seed paragraph the second hop's BM25 query holds beside the
     /// question: `full`, `sentence` (title and first sentence), `title`, or `words:N` (title
-    /// and first N words). The dense query always holds the whole paragraph.
-    #[arg(long, value_name = "full|sentence|title|words:N", default_value_t = Tuning::default().hop_query)]
+    /// and first N words); `seed-title`: the title alone, without the question. The dense
+    /// query always holds the question and the whole paragraph.
+    #[arg(long, value_name = "full|sentence|title|seed-title|words:N", default_value_t = Tuning::default().hop_query)]
     pub hop_query: HopQuery,
 }
 

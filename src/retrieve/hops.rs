@@ -27,6 +27,9 @@ pub enum HopQuery {
     Words(usize),
     /// Its title alone.
     Title,
+    /// Its title alone, without the question: BM25's cost at scale is the question's common
+    /// words, whose postings span most of the corpus, and the first hop has scored those.
+    SeedTitle,
 }
 
 impl HopQuery {
@@ -49,6 +52,7 @@ impl HopQuery {
                 &text[..end]
             }
             Self::Title => "",
+            Self::SeedTitle => return paragraph.title.clone(),
         };
         format!("{question} {}: {part}", paragraph.title)
     }
@@ -61,11 +65,14 @@ impl std::str::FromStr for HopQuery {
             None if s == "full" => Ok(Self::Full),
             None if s == "sentence" => Ok(Self::Sentence),
             None if s == "title" => Ok(Self::Title),
+            None if s == "seed-title" => Ok(Self::SeedTitle),
             Some(("words", n)) => match n.parse::<usize>() {
                 Ok(n) if n >= 1 => Ok(Self::Words(n)),
                 _ => anyhow::bail!("--hop-query words:N needs N of 1 or more (got {n:?})"),
             },
-            _ => anyhow::bail!("--hop-query takes full, sentence, title or words:N (got {s:?})"),
+            _ => anyhow::bail!(
+                "--hop-query takes full, sentence, title, seed-title or words:N (got {s:?})"
+            ),
         }
     }
 }
@@ -77,6 +84,7 @@ impl std::fmt::Display for HopQuery {
             Self::Sentence => write!(f, "sentence"),
             Self::Words(n) => write!(f, "words:{n}"),
             Self::Title => write!(f, "title"),
+            Self::SeedTitle => write!(f, "seed-title"),
         }
     }
 }
@@ -211,6 +219,7 @@ mod tests {
             ("words:3", "Who directed it? Ed Wood: Edward D. Wood "),
             ("words:99", "Who directed it? Ed Wood: Edward D. Wood Jr. was an American filmmaker. He made cult films."),
             ("title", "Who directed it? Ed Wood: "),
+            ("seed-title", "Ed Wood"),
         ] {
             let parsed: HopQuery = rule.parse().unwrap();
             assert_eq!(parsed.to_string(), rule);
