@@ -1,7 +1,7 @@
 //! Issue 53, items 2 and 3. An index built with `--ann hnsw:M` stores an HNSW graph per depth
 //! beside the flat vectors, checksummed and sealed like every file; dense searches at the
 //! stored size go through it (`--ef-search`), score like flat, and a sharded HNSW index merges
-//! like a flat one. Opening an index checks sizes, headers and seals but hashes no file whose
+//! like a flat one; `--ef-search 0` searches exactly, over the graph's copy of the vectors. Opening an index checks sizes, headers and seals but hashes no file whose
 //! seal matches; a file changed since the build is hashed and refused if it differs.
 
 mod common;
@@ -100,7 +100,7 @@ fn an_hnsw_index_ranks_like_flat_is_verified_with_its_recall_and_merges_across_s
     let index = Index::open(&sharded).unwrap();
     assert!(index.parts().iter().all(|p| p.graph(3).unwrap().is_some()));
 
-    // The flag reaches every searching command; 0 is refused.
+    // The flag reaches every searching command; 0 is exact search.
     let out = succeed(&[
         "search",
         "topic 42",
@@ -111,19 +111,70 @@ fn an_hnsw_index_ranks_like_flat_is_verified_with_its_recall_and_merges_across_s
         "--json",
     ]);
     assert!(out.contains("\"hits\""), "{out}");
-    let zero = std::process::Command::new(env!("CARGO_BIN_EXE_rag"))
-        .args([
+    let search = |index: &Path, ef: &str| {
+        let out = succeed(&[
             "search",
-            "topic 42",
+            "what is topic 42 about? river film",
+            "--mode",
+            "dense",
+            "--k",
+            "10",
             "--index",
-            hnsw.to_str().unwrap(),
+            index.to_str().unwrap(),
             "--ef-search",
-            "0",
-        ])
-        .output()
-        .unwrap();
-    assert!(!zero.status.success());
-    assert!(String::from_utf8_lossy(&zero.stderr).contains("--ef-search"));
+            ef,
+            "--json",
+        ]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["hits"].clone()
+    };
+    assert_eq!(search(&hnsw, "0"), search(&flat, "0"));
+}
+
+/// `--ef-search 0` (`"ef_search": 0`) searches an index with a graph exactly, over the graph's
+/// own copy of the vectors (so they are in memory once); searches at different efSearch run at
+/// once and each gets its own.
+#[test]
+fn ef_search_0_is_exact_over_the_graphs_vectors_and_searches_run_concurrently() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, flat, hnsw) = flat_and_hnsw(dir.path());
+    let exact = dense_hits(&flat, None, None);
+    assert_same(&dense_hits(&hnsw, Some(0), None), &exact);
+
+    let index = Index::open(&hnsw).unwrap();
+    let part = &index.parts()[0];
+    let graph = part.graph(3).unwrap().unwrap();
+    let served = part.dense(3, 16).unwrap();
+    assert_eq!(
+        served.vectors().as_ptr(),
+        graph.exact().unwrap().vectors().as_ptr(),
+        "exact search must read the graph's vectors, not a second copy"
+    );
+    let flat_index = Index::open(&flat).unwrap();
+    assert_eq!(
+        served.vectors(),
+        flat_index.parts()[0].dense(3, 16).unwrap().vectors()
+    );
+
+    // Narrow and wide searches of many queries, alone and then all at once from threads.
+    let queries: Vec<f32> = served.vectors()[..16 * 200].to_vec();
+    let alone: Vec<_> = [1usize, 300]
+        .iter()
+        .map(|&ef| graph.search_many(&queries, 10, ef).unwrap())
+        .collect();
+    assert_ne!(alone[0], alone[1], "efSearch 1 and 300 should differ here");
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let (graph, queries) = (&graph, &queries);
+                let ef = [1usize, 300][i % 2];
+                scope.spawn(move || (i % 2, graph.search_many(queries, 10, ef).unwrap()))
+            })
+            .collect();
+        for handle in handles {
+            let (which, got) = handle.join().unwrap();
+            assert_eq!(got, alone[which]);
+        }
+    });
 }
 
 /// The graph is refused when damaged, as every other file: a changed header when the index

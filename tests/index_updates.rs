@@ -358,7 +358,7 @@ fn an_update_killed_anywhere_leaves_the_old_generation_and_the_same_command_fini
             finished = on_disk.clone();
         }
         match (&opened, &on_disk) {
-            (Ok(opened), Some(g)) => assert_eq!(&opened.generation(), g),
+            (Ok(opened), Some(g)) => assert_eq!(&opened.build_id(), g),
             // Between an install's two renames: the next command puts it back.
             _ => assert!(rag::files::sibling(&index, "old").exists()),
         }

@@ -43,7 +43,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "eval", "serving"))
-from common import Client, percentile, stop, wait_ready  # noqa: E402
+import serve_probe  # noqa: E402  (this folder, which Python puts first on the path)
 
 HEADER = 45  # bytes before the rows of a faiss IndexFlatL2 file
 WORD = re.compile(r"[A-Za-z0-9']+")
@@ -182,51 +182,9 @@ def du_mib(path):
     return int(subprocess.run(["du", "-sk", path], capture_output=True, text=True).stdout.split()[0]) / 1024
 
 
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        status = dict(line.split(":", 1) for line in f if ":" in line)
-    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
-
-
 def serve_measure(rag, index, questions, modes, extra):
     """rag serve: seconds to ready, warm /search p50/p99 per mode, resident memory."""
-    started = time.time()
-    proc = subprocess.Popen(
-        [rag, "serve", "--index", index, "--addr", "127.0.0.1:0", "--no-llm"] + extra,
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-    )
-    try:
-        addr = None
-        for line in proc.stderr:
-            m = re.search(r"listening on http://(\S+)", line)
-            if m:
-                addr = m.group(1)
-                break
-        if addr is None:
-            sys.exit("rag serve did not start")
-        wait_ready(addr, timeout=3600)
-        ready = time.time() - started
-        client = Client(addr, timeout=600)
-        out = {"ready_s": round(ready, 2), "rss_ready_mib": round(rss_mib(proc.pid)[0], 1), "modes": {}}
-        for name, body in modes.items():
-            client.request("POST", "/search", {"query": questions[0], **body})  # warm-up
-            times = []
-            for q in questions:
-                t = time.perf_counter()
-                status, _, data = client.request("POST", "/search", {"query": q, "k": 5, **body})
-                times.append((time.perf_counter() - t) * 1000)
-                if status != 200:
-                    sys.exit(f"/search {body}: {status} {data[:300]}")
-            out["modes"][name] = {
-                "n": len(times), "p50_ms": round(percentile(times, 50), 2),
-                "p99_ms": round(percentile(times, 99), 2), "request": body,
-            }
-            log(f"serve {name}: p50 {out['modes'][name]['p50_ms']} ms")
-        rss, hwm = rss_mib(proc.pid)
-        out["rss_steady_mib"], out["rss_peak_mib"] = round(rss, 1), round(hwm, 1)
-        return out
-    finally:
-        stop(proc, timeout=30)
+    return serve_probe.measure(rag, index, questions, modes, extra)
 
 
 def recall(rag, index, questions_file, name, flags, runs):

@@ -12,6 +12,7 @@ use rag::generate::{
     Generator, GeneratorOptions, PromptSpec, PromptStyle, DEFAULT_LLM, DEFAULT_MAX_TOKENS,
     DEFAULT_YES_NO_BIAS,
 };
+use rag::retrieve::hops::HopQuery;
 use rag::retrieve::{Mode, Retriever, Strategy, Tuning};
 
 pub const DEFAULT_MODEL_DIR: &str = "data/models/all-MiniLM-L6-v2";
@@ -151,9 +152,16 @@ pub struct StrategyArgs {
     #[arg(long)]
     pub bm25_syntax: bool,
     /// With an index built with `--ann hnsw`: candidates its graph visits per dense search
-    /// (more is slower and nearer exact; default 64). Unused by a flat index.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// (more is slower and nearer exact; default 64); 0 searches exactly (flat) instead, so
+    /// one index gives both. Unused by a flat index, which is exact.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub ef_search: Option<u32>,
+    /// With --hops 2: what of each seed paragraph the second hop's BM25 query holds beside the
+    /// question: `full`, `sentence` (title and first sentence), `title`, or `words:N` (title
+    /// and first N words); `seed-title`: the title alone, without the question. The dense
+    /// query always holds the question and the whole paragraph.
+    #[arg(long, value_name = "full|sentence|title|seed-title|words:N", default_value_t = Tuning::default().hop_query)]
+    pub hop_query: HopQuery,
 }
 
 impl StrategyArgs {
@@ -173,6 +181,7 @@ impl StrategyArgs {
             link_weight: self.link_weight,
             bm25_syntax: self.bm25_syntax,
             ef_search: self.ef_search.map(|ef| ef as usize),
+            hop_query: self.hop_query,
         }
     }
 

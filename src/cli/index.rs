@@ -256,7 +256,7 @@ fn print_update(summary: &index::update::UpdateSummary) {
         summary.unchanged,
         summary.removed,
         summary.documents,
-        summary.generation,
+        summary.build_id,
         summary.encode_seconds,
         summary.total_seconds,
     );

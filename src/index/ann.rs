@@ -9,16 +9,15 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use faiss::index::autotune::ParameterSpace;
 use faiss::index::IndexImpl;
 use faiss::{Index, MetricType};
 use serde::{Deserialize, Serialize};
 
 use super::dense::{to_hits, DenseIndex};
-use super::flat_file;
+use super::{ann_ffi, flat_file};
 
 /// efSearch when a query names none: 99.2% of flat's top 10 on the 19k sample at M 32
 /// (eval/scale/results/ann/ann_recall.md).
@@ -96,11 +95,10 @@ fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
     anyhow!("faiss: {e}")
 }
 
-/// An HNSW graph over one depth's stored vectors.
+/// An HNSW graph over one depth's stored vectors. Searches only read it (efSearch is given
+/// per call), so any number run at once.
 pub struct HnswIndex {
-    /// efSearch is a field of the index that each search reads: setting it and searching are
-    /// done under one lock, so that concurrent searches at different efSearch never mix.
-    index: Mutex<IndexImpl>,
+    index: IndexImpl,
     dim: usize,
     len: usize,
 }
@@ -116,7 +114,7 @@ impl HnswIndex {
             index.add(block).map_err(faiss_error)?;
         }
         Ok(Self {
-            index: Mutex::new(index),
+            index,
             dim,
             len: flat.len(),
         })
@@ -125,7 +123,7 @@ impl HnswIndex {
     /// Inserts rows (unit length) after the graph's last, with the next ids: what an update
     /// adds to a graph instead of building it again.
     pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
-        let index = self.index.get_mut().expect("hnsw lock");
+        let index = &mut self.index;
         for block in vectors.chunks(self.dim * 65_536) {
             index.add(block).map_err(faiss_error)?;
         }
@@ -136,8 +134,7 @@ impl HnswIndex {
     pub fn save(&self, path: &Path) -> Result<()> {
         let tmp = path.with_extension("faiss.tmp");
         let tmp_str = tmp.to_str().context("index path is not UTF-8")?;
-        let index = self.index.lock().expect("hnsw lock");
-        faiss::write_index(&*index, tmp_str)
+        faiss::write_index(&self.index, tmp_str)
             .map_err(faiss_error)
             .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
@@ -153,11 +150,43 @@ impl HnswIndex {
         if index.d() as usize != file.dim || index.ntotal() != file.count {
             bail!(flat_file::damaged(&file.path, "faiss read another index"));
         }
-        Ok(Self {
-            index: Mutex::new(index),
+        let graph = Self {
+            index,
             dim: file.dim,
             len: file.count as usize,
-        })
+        };
+        // A NaN would rank nowhere and an infinity first, both silently: refused, as a flat
+        // file's are when it loads.
+        if let Some(at) = graph.flat_vectors()?.iter().position(|v| !v.is_finite()) {
+            bail!(flat_file::damaged(
+                &file.path,
+                &format!("vector {} is not finite", at / file.dim)
+            ));
+        }
+        Ok(graph)
+    }
+
+    /// The graph's own copy of the vectors, row-major.
+    fn flat_vectors(&self) -> Result<&[f32]> {
+        // SAFETY: the pointer is the live index this graph owns; the slice borrows self.
+        let storage = unsafe { ann_ffi::flat_storage(self.index.inner_ptr()) }
+            .context("the HNSW graph keeps its vectors in no flat index")?;
+        let mut xb = std::ptr::null_mut();
+        let mut len = 0;
+        // SAFETY: `storage` is an IndexFlat owned by the graph, alive while self is.
+        unsafe {
+            faiss_sys::faiss_IndexFlat_xb(storage, &mut xb, &mut len);
+            Ok(std::slice::from_raw_parts(xb, len))
+        }
+    }
+
+    /// Exact search over the vectors the graph already holds: the same vectors as the flat
+    /// file (the graph is built from it), so serving both needs them in memory once.
+    pub fn exact(self: &Arc<Self>) -> Result<DenseIndex> {
+        // SAFETY: the storage belongs to the graph, which the returned index keeps alive.
+        let storage = unsafe { ann_ffi::flat_storage(self.index.inner_ptr()) }
+            .context("the HNSW graph keeps its vectors in no flat index")?;
+        Ok(unsafe { DenseIndex::borrowed(storage, Arc::clone(self) as _) })
     }
 
     pub fn dim(&self) -> usize {
@@ -184,14 +213,10 @@ impl HnswIndex {
         if k == 0 {
             return Ok(vec![Vec::new(); rows]);
         }
-        let mut index = self.index.lock().expect("hnsw lock");
-        ParameterSpace::new()
-            .and_then(|space| {
-                space.set_index_parameter(&*index, "efSearch", ef_search.max(k) as f64)
-            })
-            .map_err(faiss_error)?;
-        let result = index.search(queries, k).map_err(faiss_error)?;
-        let mut hits = to_hits(&result.labels, &result.distances, k);
+        // SAFETY: the index is this graph's, alive for the call, of width `dim`.
+        let (labels, distances) =
+            unsafe { ann_ffi::search(self.index.inner_ptr(), dim, queries, k, ef_search.max(k))? };
+        let mut hits = to_hits(&labels, &distances, k);
         // The graph's candidates come out by distance; ties by id, as flat's merge orders them.
         for list in &mut hits {
             list.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

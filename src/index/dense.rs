@@ -2,11 +2,14 @@
 //! L2 distance ranks exactly like cosine similarity (`cos = 1 - d^2 / 2`), which is the score
 //! reported.
 
+use std::any::Any;
+use std::mem::ManuallyDrop;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
 use faiss::index::flat::FlatIndexImpl;
-use faiss::index::SearchWithParams;
+use faiss::index::{FromInnerPtr, SearchWithParams};
 use faiss::search_params::SearchParameters;
 use faiss::selector::IdSelector;
 use faiss::{ConcurrentIndex, Idx, Index};
@@ -15,7 +18,19 @@ use rayon::prelude::*;
 use crate::vectors::Matrix;
 
 pub struct DenseIndex {
-    index: FlatIndexImpl,
+    /// Dropped (freed) only when `owner` is `None`: a borrowed index belongs to its owner.
+    index: ManuallyDrop<FlatIndexImpl>,
+    /// What a borrowed index lives in (an HNSW graph's own flat storage), kept alive with it.
+    owner: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl Drop for DenseIndex {
+    fn drop(&mut self) {
+        if self.owner.is_none() {
+            // SAFETY: owned, and dropped only here.
+            unsafe { ManuallyDrop::drop(&mut self.index) };
+        }
+    }
 }
 
 fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
@@ -25,12 +40,32 @@ fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
 impl DenseIndex {
     pub fn new(dim: usize) -> Result<Self> {
         Ok(Self {
-            index: FlatIndexImpl::new_l2(dim as u32).map_err(faiss_error)?,
+            index: ManuallyDrop::new(FlatIndexImpl::new_l2(dim as u32).map_err(faiss_error)?),
+            owner: None,
         })
     }
 
-    /// Adds rows that are already unit length.
+    /// The flat index at `inner`, which `owner` holds and frees: searched, never freed here.
+    ///
+    /// # Safety
+    /// `inner` must point to a faiss `IndexFlat` that stays alive and unchanged while `owner`
+    /// does.
+    pub(super) unsafe fn borrowed(
+        inner: *mut faiss_sys::FaissIndex,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Self {
+        Self {
+            index: ManuallyDrop::new(FlatIndexImpl::from_inner_ptr(inner)),
+            owner: Some(owner),
+        }
+    }
+
+    /// Adds rows that are already unit length (to an index of its own: one borrowed from a
+    /// graph is read-only).
     pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
+        if self.owner.is_some() {
+            anyhow::bail!("a graph's vectors are read-only");
+        }
         self.index.add(vectors).map_err(faiss_error)
     }
 
@@ -74,7 +109,7 @@ impl DenseIndex {
     pub fn save(&self, path: &Path) -> Result<()> {
         let tmp = path.with_extension("faiss.tmp");
         let tmp_str = tmp.to_str().context("index path is not UTF-8")?;
-        faiss::write_index(&self.index, tmp_str)
+        faiss::write_index(&*self.index, tmp_str)
             .map_err(faiss_error)
             .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
@@ -101,7 +136,7 @@ impl DenseIndex {
         }
         let threads = rayon::current_num_threads();
         if threads == 1 || self.len() < threads * MIN_SPLIT_ROWS {
-            let result = ConcurrentIndex::search(&self.index, queries, k).map_err(faiss_error)?;
+            let result = ConcurrentIndex::search(&*self.index, queries, k).map_err(faiss_error)?;
             return Ok(to_hits(&result.labels, &result.distances, k));
         }
         batched_faiss_searches();

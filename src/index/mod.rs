@@ -22,6 +22,7 @@
 //! answers. Opening never writes.
 
 pub mod ann;
+mod ann_ffi;
 pub mod bm25;
 pub mod build;
 pub mod cell;
@@ -216,8 +217,8 @@ impl Index {
 
     /// The `k` nearest documents to each row-major query at a resolved depth and size, as
     /// (global id, cosine), over every part: through each part's HNSW graph (visiting
-    /// `ef_search` candidates, [`DEFAULT_EF_SEARCH`] when `None`) where the index has one and
-    /// `cell.dim` is the stored width, else exactly.
+    /// `ef_search` candidates, [`DEFAULT_EF_SEARCH`] when `None`) where the index has one,
+    /// `cell.dim` is the stored width and `ef_search` is not 0, else exactly.
     pub fn search_dense(
         &self,
         Cell { layers: depth, dim }: Cell,
@@ -225,8 +226,10 @@ impl Index {
         k: usize,
         ef_search: Option<usize>,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
-        let graphs = !self.manifest.ann.is_flat() && dim == self.manifest.stored_dim;
-        if !graphs && (ef_search.is_some() || !self.manifest.ann.is_flat()) {
+        // efSearch 0 asks for exact search: the same index then gives both.
+        let exact = ef_search == Some(0);
+        let graphs = !self.manifest.ann.is_flat() && dim == self.manifest.stored_dim && !exact;
+        if !graphs && !exact && (ef_search.is_some() || !self.manifest.ann.is_flat()) {
             note_exact_search(&self.manifest, dim);
         }
         let per_part = self

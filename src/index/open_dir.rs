@@ -234,13 +234,18 @@ impl OpenDir {
 
     /// The dense index for a depth and size (both already resolved against the manifest). The
     /// stored width is loaded once (its checksum checked); a smaller size is derived from it
-    /// in memory, never written: reading an index does not change it.
+    /// in memory, never written: reading an index does not change it. Where the depth has an
+    /// HNSW graph, the stored width is searched in the graph's own copy of the vectors (built
+    /// from the flat file, the same values), so that they are in memory once, not twice.
     pub fn dense(&self, depth: usize, dim: usize) -> Result<Arc<DenseIndex>> {
         let mut cache = self.dense.lock().expect("dense cache lock");
         let stored = match cache.stored.get(&depth) {
             Some(index) => Arc::clone(index),
             None => {
-                let index = Arc::new(self.load_stored(depth)?);
+                let index = Arc::new(match self.graph_locked(&mut cache, depth)? {
+                    Some(graph) => graph.exact()?,
+                    None => self.load_stored(depth)?,
+                });
                 cache.stored.insert(depth, Arc::clone(&index));
                 index
             }
@@ -269,10 +274,15 @@ impl OpenDir {
     /// The HNSW graph of a depth, if the index has one, loaded on first use (checked against
     /// its checksum first unless its seal matches).
     pub fn graph(&self, depth: usize) -> Result<Option<Arc<HnswIndex>>> {
+        let mut cache = self.dense.lock().expect("dense cache lock");
+        self.graph_locked(&mut cache, depth)
+    }
+
+    /// [`graph`](Self::graph) with the cache already locked.
+    fn graph_locked(&self, cache: &mut DenseCache, depth: usize) -> Result<Option<Arc<HnswIndex>>> {
         let Some(file) = self.graphs.get(&depth) else {
             return Ok(None);
         };
-        let mut cache = self.dense.lock().expect("dense cache lock");
         if let Some(graph) = cache.graphs.get(&depth) {
             return Ok(Some(Arc::clone(graph)));
         }
@@ -296,7 +306,9 @@ impl OpenDir {
         integrity::record(&self.manifest.files, relative)
     }
 
-    fn load_stored(&self, depth: usize) -> Result<DenseIndex> {
+    /// A depth's flat file, loaded whatever else the index holds (its checksum checked unless
+    /// sealed): `--verify` checks it against the graph, which searches use instead.
+    pub(super) fn load_stored(&self, depth: usize) -> Result<DenseIndex> {
         let file = self
             .files
             .get(&depth)

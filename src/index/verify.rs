@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use super::ann::{recall_against_flat, DEFAULT_EF_SEARCH};
+use super::ann::{hnsw_file, recall_against_flat, DEFAULT_EF_SEARCH};
 use super::flat_file::damaged;
 use super::{dense_file, integrity, Index, OpenDir};
 
@@ -90,12 +90,23 @@ fn verify_part(index: &OpenDir) -> Result<Verified> {
     integrity::check_recorded(dir, &index.manifest.files, integrity::Hashing::All)?;
     let manifest = &index.manifest;
     for &depth in &manifest.layers {
-        let vectors = index.dense(depth, manifest.stored_dim)?;
+        let vectors = index.load_stored(depth)?;
         for (row, values) in vectors.vectors().chunks(vectors.dim()).enumerate() {
             if !integrity::is_unit(values) {
                 bail!(damaged(
                     &dense_file(dir, depth, manifest.stored_dim),
                     &format!("vector {row} is not of unit length")
+                ));
+            }
+        }
+        // Exact searches read the graph's copy of the vectors where there is a graph: it must
+        // be the flat file's, value for value.
+        if index.graph(depth)?.is_some() {
+            let served = index.dense(depth, manifest.stored_dim)?;
+            if served.vectors() != vectors.vectors() {
+                bail!(damaged(
+                    &hnsw_file(dir, depth, manifest.stored_dim),
+                    "its vectors differ from the flat file's"
                 ));
             }
         }

@@ -12,6 +12,97 @@ pub fn query(question: &str, paragraph: &Paragraph) -> String {
     format!("{question} {}: {}", paragraph.title, paragraph.text)
 }
 
+/// What of a seed paragraph the second hop's BM25 query holds beside the question (`--hop-query`).
+/// A whole paragraph is a hundred terms, and BM25's cost grows with the terms' postings: on a
+/// million documents that is most of a two-hop search (eval/scale/README.md). The dense query
+/// keeps the whole paragraph ([`query`]): the encoder's cost does not grow with the corpus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HopQuery {
+    /// The whole paragraph (what runs recorded before the rule existed used).
+    #[default]
+    Full,
+    /// Its title and first sentence.
+    Sentence,
+    /// Its title and first `n` words.
+    Words(usize),
+    /// Its title alone.
+    Title,
+    /// Its title alone, without the question: BM25's cost at scale is the question's common
+    /// words, whose postings span most of the corpus, and the first hop has scored those.
+    SeedTitle,
+}
+
+impl HopQuery {
+    pub fn is_full(&self) -> bool {
+        *self == Self::Full
+    }
+
+    /// The BM25 query for `paragraph` as a seed of `question`.
+    pub fn lexical(&self, question: &str, paragraph: &Paragraph) -> String {
+        let text = &paragraph.text;
+        let part = match *self {
+            Self::Full => return query(question, paragraph),
+            Self::Sentence => crate::ask::sentences::split(text)
+                .first()
+                .map_or("", |range| &text[range.clone()]),
+            Self::Words(n) => {
+                let end = text.split_whitespace().nth(n).map_or(text.len(), |word| {
+                    word.as_ptr() as usize - text.as_ptr() as usize
+                });
+                &text[..end]
+            }
+            Self::Title => "",
+            Self::SeedTitle => return paragraph.title.clone(),
+        };
+        format!("{question} {}: {part}", paragraph.title)
+    }
+}
+
+impl std::str::FromStr for HopQuery {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        match s.split_once(':') {
+            None if s == "full" => Ok(Self::Full),
+            None if s == "sentence" => Ok(Self::Sentence),
+            None if s == "title" => Ok(Self::Title),
+            None if s == "seed-title" => Ok(Self::SeedTitle),
+            Some(("words", n)) => match n.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(Self::Words(n)),
+                _ => anyhow::bail!("--hop-query words:N needs N of 1 or more (got {n:?})"),
+            },
+            _ => anyhow::bail!(
+                "--hop-query takes full, sentence, title, seed-title or words:N (got {s:?})"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for HopQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Full => write!(f, "full"),
+            Self::Sentence => write!(f, "sentence"),
+            Self::Words(n) => write!(f, "words:{n}"),
+            Self::Title => write!(f, "title"),
+            Self::SeedTitle => write!(f, "seed-title"),
+        }
+    }
+}
+
+impl serde::Serialize for HopQuery {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for HopQuery {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// One ranking from the first hop (best first) and, for each of its first `seconds.len()`
 /// paragraphs in order (the seeds), the second-hop ranking found from it and the documents its
 /// text names by title (`links`, [`super::links`]; empty when links are off). Every score is
@@ -113,6 +204,31 @@ impl Evidence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_queries_hold_the_question_the_title_and_the_rule_s_part() {
+        let seed = Paragraph {
+            title: "Ed Wood".into(),
+            text: "Edward D. Wood Jr. was an American filmmaker. He made cult films.".into(),
+            ..Default::default()
+        };
+        let q = "Who directed it?";
+        for (rule, want) in [
+            ("full", "Who directed it? Ed Wood: Edward D. Wood Jr. was an American filmmaker. He made cult films."),
+            ("sentence", "Who directed it? Ed Wood: Edward D. Wood Jr. was an American filmmaker."),
+            ("words:3", "Who directed it? Ed Wood: Edward D. Wood "),
+            ("words:99", "Who directed it? Ed Wood: Edward D. Wood Jr. was an American filmmaker. He made cult films."),
+            ("title", "Who directed it? Ed Wood: "),
+            ("seed-title", "Ed Wood"),
+        ] {
+            let parsed: HopQuery = rule.parse().unwrap();
+            assert_eq!(parsed.to_string(), rule);
+            assert_eq!(parsed.lexical(q, &seed), want, "{rule}");
+        }
+        for bad in ["words", "words:0", "all", "sentence:2"] {
+            assert!(bad.parse::<HopQuery>().is_err(), "{bad}");
+        }
+    }
 
     fn ids(merged: &[(u64, f32, u8)]) -> Vec<u64> {
         merged.iter().map(|h| h.0).collect()

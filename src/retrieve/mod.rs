@@ -31,6 +31,8 @@ const CANDIDATES: usize = 50;
 pub struct Queries<'a> {
     pub texts: &'a [&'a str],
     pub encoded: Option<&'a Matrix>,
+    /// What BM25 reads instead of the texts (the second hop's shortened seeds), one per text.
+    pub lexical: Option<&'a [&'a str]>,
 }
 
 impl<'a> Queries<'a> {
@@ -39,6 +41,7 @@ impl<'a> Queries<'a> {
         Self {
             texts,
             encoded: None,
+            lexical: None,
         }
     }
 }
@@ -222,7 +225,7 @@ impl Retriever {
     }
 
     /// [`rank`](Self::rank) with an HNSW index visiting `ef_search` candidates per dense search
-    /// instead of the tuning's (a server's request may name its own).
+    /// instead of the tuning's (a server's request may name its own; 0: exact search).
     pub fn rank_with_ef(
         &self,
         ef_search: Option<usize>,
@@ -232,9 +235,6 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<Scored>>> {
-        if ef_search == Some(0) {
-            bail!("ef_search must be at least 1");
-        }
         if k == 0 {
             bail!("k must be at least 1");
         }
@@ -255,6 +255,8 @@ impl Retriever {
             .then(|| self.links())
             .transpose()?;
         let mut texts = Vec::new();
+        // The same seeds' BM25 queries, shorter by the tuning's rule.
+        let mut lexical = Vec::new();
         // Per seed, the documents its text names (none without links).
         let mut named = Vec::new();
         for (query, ranking) in queries.texts.iter().zip(&first) {
@@ -264,16 +266,22 @@ impl Retriever {
                     named.push(links.mentioned(&seed.text, id));
                 }
                 texts.push(hops::query(query, &seed));
+                lexical.push(self.tuning.hop_query.lexical(query, &seed));
             }
         }
         timings.search_ms += ms_since(started);
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let lexical: Vec<&str> = lexical.iter().map(String::as_str).collect();
         let mut seconds = if texts.is_empty() {
             Vec::new()
         } else {
             self.rank_once(
                 ef_search,
-                Queries::texts(&texts),
+                Queries {
+                    texts: &texts,
+                    encoded: None,
+                    lexical: Some(&lexical),
+                },
                 strategy.mode,
                 cell,
                 CANDIDATES,
@@ -297,7 +305,8 @@ impl Retriever {
             .collect())
     }
 
-    /// One search per question, best first.
+    /// One search per question, best first; BM25 reads the queries' `lexical` texts where
+    /// given, else the questions.
     fn rank_once(
         &self,
         ef_search: Option<usize>,
@@ -307,15 +316,16 @@ impl Retriever {
         k: usize,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Vec<(u64, f32)>>> {
+        let lexical = queries.lexical.unwrap_or(queries.texts);
         if mode == Mode::Bm25 {
-            return self.bm25(queries.texts, k, timings);
+            return self.bm25(lexical, k, timings);
         }
         if mode == Mode::Dense {
             return self.dense(ef_search, queries, cell, k, timings);
         }
         let depth = (k * 4).max(CANDIDATES);
         let dense = self.dense(ef_search, queries, cell, depth, timings)?;
-        let lexical = self.bm25(queries.texts, depth, timings)?;
+        let lexical = self.bm25(lexical, depth, timings)?;
         Ok(dense
             .into_iter()
             .zip(lexical)

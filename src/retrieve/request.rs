@@ -4,6 +4,14 @@
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use super::hops::HopQuery;
+
+/// The second hop's BM25 query rule by default: the whole seed paragraph. On the fullwiki
+/// questions the shorter rules were level with it within one question of 240 (title: both@5
+/// 90.0 against 89.6, eval/scale/hop_query/), which is not a reason to change a default; on a
+/// 1M-document index `title` saved only a sixth of the fusion two-hop time.
+pub const DEFAULT_HOP_QUERY: HopQuery = HopQuery::Full;
+
 /// Questions longer than this are refused rather than silently truncated by the tokenizer.
 pub const MAX_QUESTION_BYTES: usize = 4096;
 #[derive(
@@ -125,9 +133,13 @@ pub struct Tuning {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bm25_syntax: bool,
     /// Candidates an HNSW index visits per dense search (`--ef-search`; `None`: the index's
-    /// default). Unused by a flat index, which is exact.
+    /// default; 0: exact search, not through the graph). Unused by a flat index, which is exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ef_search: Option<usize>,
+    /// What of each seed the second hop's BM25 query holds (`--hop-query`). Absent in runs
+    /// recorded before the rule: those read as the whole paragraph, as they were run.
+    #[serde(default, skip_serializing_if = "HopQuery::is_full")]
+    pub hop_query: HopQuery,
 }
 
 impl Default for Tuning {
@@ -139,6 +151,7 @@ impl Default for Tuning {
             link_weight: 0.15,
             bm25_syntax: false,
             ef_search: None,
+            hop_query: DEFAULT_HOP_QUERY,
         }
     }
 }
@@ -163,9 +176,6 @@ impl Tuning {
                 self.link_weight
             );
         }
-        if self.ef_search == Some(0) {
-            bail!("--ef-search must be at least 1");
-        }
         Ok(self)
     }
 }
@@ -180,7 +190,11 @@ mod tests {
     fn bm25_syntax_is_off_in_older_runs_and_recorded_only_when_on() {
         let old = r#"{"fusion_weight":0.3,"hop_beam":2,"hop_weight":0.3,"link_weight":0.15}"#;
         let read: Tuning = serde_json::from_str(old).unwrap();
-        assert_eq!(read, Tuning::default());
+        let before_hop_queries = Tuning {
+            hop_query: HopQuery::Full,
+            ..Tuning::default()
+        };
+        assert_eq!(read, before_hop_queries);
         assert_eq!(serde_json::to_string(&read).unwrap(), old);
         let on = Tuning {
             bm25_syntax: true,

@@ -549,6 +549,7 @@ fn look_up((_, depth, dim, strategy, k, ef_search): LookupKey, group: Vec<Encode
         Queries {
             texts: &queries,
             encoded: Some(&vectors),
+            lexical: None,
         },
         strategy,
         cell,

@@ -77,6 +77,9 @@ fn token_count(encoder: &Encoder, text: &str, what: &str) -> Result<usize, ApiEr
     Ok(encoding.len())
 }
 
+/// The widest `ef_search` a request may ask for.
+const MAX_EF_SEARCH: usize = 100_000;
+
 fn check_k(name: &str, k: usize, max: usize) -> Result<(), ApiError> {
     if k == 0 || k > max {
         return Err(ApiError::invalid(format!(
@@ -102,7 +105,8 @@ struct SearchBody {
     hops: u8,
     layers: Option<usize>,
     dim: Option<usize>,
-    /// Candidates an HNSW index visits per dense search; the server's `--ef-search` if absent.
+    /// Candidates an HNSW index visits per dense search; the server's `--ef-search` if absent;
+    /// 0: exact search, not through the graph.
     ef_search: Option<usize>,
 }
 
@@ -120,7 +124,12 @@ async fn search(
     check_k("k", body.k, app.config.limits.max_k)?;
     if let Some(ef) = body.ef_search {
         // faiss's efSearch is an int; beyond this a search visits more than it could use.
-        check_k("ef_search", ef, 100_000)?;
+        // 0 asks for exact search on an index with a graph.
+        if ef > MAX_EF_SEARCH {
+            return Err(ApiError::invalid(format!(
+                "ef_search must be between 0 (exact) and {MAX_EF_SEARCH} (got {ef})"
+            )));
+        }
     }
     let strategy = Strategy::new(body.mode, body.hops).map_err(ApiError::invalid_because)?;
     // This request's build of the index, from validation to its last document.

@@ -185,6 +185,13 @@ pub fn run_name(config: &RunConfig, llm: &Path) -> String {
         Some(t) if config.hops > 1 && t.link_weight > 0.0 => format!("{hops}l{}", t.link_weight),
         _ => hops,
     };
+    // Only with a shorter second-hop BM25 query, so that runs from before keep their names.
+    let hops = match config.tuning {
+        Some(t) if config.hops > 1 && !t.hop_query.is_full() && config.mode != Mode::Dense => {
+            format!("{hops}-hq{}", t.hop_query.to_string().replace(':', ""))
+        }
+        _ => hops,
+    };
     // Only with query syntax on, so that runs of plain-text questions keep their names.
     let syntax = match config.tuning {
         Some(t) if t.bm25_syntax && config.mode != Mode::Dense => "-bm25syntax",

@@ -224,6 +224,12 @@ pub fn markdown(summary: &Summary) -> String {
             }
             _ => weight,
         };
+        let weight = match c.tuning {
+            Some(t) if c.hops > 1 && !t.hop_query.is_full() => {
+                format!("{weight}, second-hop BM25 query {}", t.hop_query)
+            }
+            _ => weight,
+        };
         let read = match c.context_tokens {
             0 => "whole".to_string(),
             tokens => format!("their best sentences within {tokens} tokens"),

@@ -264,6 +264,7 @@ fn contexts(
             let queries = Queries {
                 texts: &texts,
                 encoded: vectors.as_ref(),
+                lexical: None,
             };
             retriever.rank(queries, strategy, searched, k, &mut timings)?
         }
