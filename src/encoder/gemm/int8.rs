@@ -28,9 +28,6 @@ pub(super) enum Int8Kernel {
     Vnni,
     /// AVX2 and FMA: `vpmaddubsw` and `vpmaddwd` ([`super::int8_avx2`]).
     Avx2,
-    /// The same with the weights in 7 bits (-63..=63), so that the activations can go in
-    /// unsigned with an offset and no `vpsignb` is needed (see [`super::int8_avx2`]).
-    Avx2Narrow,
 }
 
 impl Int8Kernel {
@@ -41,20 +38,12 @@ impl Int8Kernel {
             use std::arch::is_x86_feature_detected as has;
             match self {
                 Self::Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
-                Self::Avx2 | Self::Avx2Narrow => has!("avx2") && has!("fma"),
+                Self::Avx2 => has!("avx2") && has!("fma"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             false
-        }
-    }
-
-    /// The largest quantized weight magnitude.
-    pub(super) fn weight_levels(self) -> f32 {
-        match self {
-            Self::Avx2Narrow => 63.0,
-            Self::Vnni | Self::Avx2 => 127.0,
         }
     }
 
@@ -73,13 +62,8 @@ pub fn int8_supported() -> bool {
 /// which quantizes (`round(v * inverse)`); both zero for all-zero values, which then quantize
 /// to zero and scale back to zero.
 pub(super) fn int8_scales(max_abs: f32) -> (f32, f32) {
-    scales_to(max_abs, 127.0)
-}
-
-/// The symmetric scale and inverse that put `max_abs` at `levels`.
-fn scales_to(max_abs: f32, levels: f32) -> (f32, f32) {
     if max_abs > 0.0 {
-        (max_abs / levels, levels / max_abs)
+        (max_abs / 127.0, 127.0 / max_abs)
     } else {
         (0.0, 0.0)
     }
@@ -124,12 +108,10 @@ impl PackedLinear {
         let mut col_sums = vec![0; bias.len()];
         for (o, row) in weight.iter().enumerate() {
             let (panel, lane) = (o / PANEL, o % PANEL);
-            let levels = kernel.weight_levels();
-            let max_abs = row.iter().fold(0.0, |m, w| w.abs().max(m));
-            let (scale, inverse) = scales_to(max_abs, levels);
+            let (scale, inverse) = int8_scales(row.iter().fold(0.0, |m, w| w.abs().max(m)));
             scales[o] = scale;
             for (i, &w) in row.iter().enumerate() {
-                let q = (w * inverse).round_ties_even().clamp(-levels, levels) as i8;
+                let q = (w * inverse).round_ties_even().clamp(-127.0, 127.0) as i8;
                 panels[panel * quads + i / QUAD].0[lane * QUAD + i % QUAD] = q;
                 col_sums[o] += i32::from(q);
             }
@@ -177,7 +159,7 @@ impl Int8Rows {
                 *scale = unsafe {
                     match kernel {
                         Int8Kernel::Vnni => quantize_row(x, q),
-                        Int8Kernel::Avx2 | Int8Kernel::Avx2Narrow => int8_avx2::quantize_row(x, q),
+                        Int8Kernel::Avx2 => int8_avx2::quantize_row(x, q),
                     }
                 };
             },
@@ -309,26 +291,26 @@ mod tests {
 
     /// `x W^T + b` computed the int8 way in plain scalar code: `x`'s rows and `W`'s rows
     /// quantized as the layer does, then exact integer dot products (no zero-point offset).
-    fn int8_reference(x: &Tensor, w: &Tensor, b: &Tensor, kernel: Int8Kernel) -> Tensor {
-        fn quantize(values: &[f32], levels: f32) -> (f64, Vec<i64>) {
+    fn int8_reference(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+        fn quantize(values: &[f32]) -> (f64, Vec<i64>) {
             let max = values.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let inverse = if max > 0.0 { levels / max } else { 0.0 };
+            let inverse = if max > 0.0 { 127.0 / max } else { 0.0 };
             let q = values
                 .iter()
-                .map(|v| (v * inverse).round_ties_even().clamp(-levels, levels) as i64);
-            (f64::from(max / levels), q.collect())
+                .map(|v| (v * inverse).round_ties_even().clamp(-127.0, 127.0) as i64);
+            (f64::from(max / 127.0), q.collect())
         }
         let w: Vec<_> = w
             .to_vec2::<f32>()
             .unwrap()
             .iter()
-            .map(|r| quantize(r, kernel.weight_levels()))
+            .map(|r| quantize(r))
             .collect();
         let b = b.to_vec1::<f32>().unwrap();
         let x = x.to_vec2::<f32>().unwrap();
         let mut out = Vec::new();
         for row in &x {
-            let (x_scale, qx) = quantize(row, 127.0);
+            let (x_scale, qx) = quantize(row);
             for ((w_scale, qw), &b) in w.iter().zip(&b) {
                 let dot: i64 = qx.iter().zip(qw).map(|(a, b)| a * b).sum();
                 out.push((x_scale * w_scale * dot as f64 + f64::from(b)) as f32);
@@ -340,7 +322,7 @@ mod tests {
     /// Every int8 kernel this CPU runs (an AVX-512 VNNI machine tests the AVX2 one too), or
     /// `None` after saying the test is skipped.
     fn kernels_here(test: &str) -> Option<Vec<Int8Kernel>> {
-        let kernels: Vec<_> = [Int8Kernel::Vnni, Int8Kernel::Avx2, Int8Kernel::Avx2Narrow]
+        let kernels: Vec<_> = [Int8Kernel::Vnni, Int8Kernel::Avx2]
             .into_iter()
             .filter(|k| k.runs_here())
             .collect();
@@ -381,7 +363,7 @@ mod tests {
                 .unwrap();
             let b = random((1, out_dim), 9).squeeze(0).unwrap();
             let packed = PackedLinear::new_int8_on(&w, &b, kernel).unwrap();
-            let linear = int8_reference(&x, &w, &b, kernel);
+            let linear = int8_reference(&x, &w, &b);
             let residual = random((rows, out_dim), 11);
             for (ours, theirs) in epilogue_cases(&packed, &x, &linear, &residual) {
                 let label = format!("{kernel:?} {rows}x{in_dim}->{out_dim}");
@@ -413,8 +395,8 @@ mod tests {
         let x = Tensor::from_vec(x, (rows, in_dim), &Device::Cpu).unwrap();
         let w = Tensor::from_vec(w, (out_dim, in_dim), &Device::Cpu).unwrap();
         let b = random((1, out_dim), 9).squeeze(0).unwrap();
+        let linear = int8_reference(&x, &w, &b);
         for kernel in kernels_here(test).unwrap_or_default() {
-            let linear = int8_reference(&x, &w, &b, kernel);
             let packed = PackedLinear::new_int8_on(&w, &b, kernel).unwrap();
             let label = format!("{kernel:?} at full range");
             assert_elementwise_close(&packed.forward(&x).unwrap(), &linear, &label);

@@ -47,14 +47,11 @@ pub(super) unsafe fn quantize_row(_: &[f32], _: &mut [u8]) -> f32 {
     unreachable!("int8 projections are only built where int8_supported() holds")
 }
 
-/// A tile's int8 inputs for the AVX2 kernel: the VNNI kernel's, run the AVX2 way. `NARROW`:
-/// the weights are in 7 bits, so the activations go in unsigned (`q + 128`, as stored) with no
-/// sign moved, one instruction fewer per multiply, and the offset comes off at the end as in
-/// the VNNI kernel.
-pub(super) struct Avx2Int8Source<const NARROW: bool>(pub(super) Int8Source);
+/// A tile's int8 inputs for the AVX2 kernel: the VNNI kernel's, run the AVX2 way.
+pub(super) struct Avx2Int8Source(pub(super) Int8Source);
 
 #[cfg(target_arch = "x86_64")]
-impl<const NARROW: bool> PanelSource for Avx2Int8Source<NARROW> {
+impl PanelSource for Avx2Int8Source {
     /// Stores `s_x * s_w * sum`, the sums in f32 short of the bias, a register block of
     /// `BLOCK_ROWS` rows by `BLOCK_VECS` vectors at a time; blocks wholly past the panel's
     /// valid columns are skipped.
@@ -68,10 +65,10 @@ impl<const NARROW: bool> PanelSource for Avx2Int8Source<NARROW> {
             let mut row = 0;
             while row < R {
                 if R - row >= BLOCK_ROWS {
-                    block::<BLOCK_ROWS, NARROW>(tile, row, first_vec);
+                    block::<BLOCK_ROWS>(tile, row, first_vec);
                     row += BLOCK_ROWS;
                 } else {
-                    block::<1, NARROW>(tile, row, first_vec);
+                    block::<1>(tile, row, first_vec);
                     row += 1;
                 }
             }
@@ -111,11 +108,7 @@ impl<const NARROW: bool> PanelSource for Avx2Int8Source<NARROW> {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn block<const RR: usize, const NARROW: bool>(
-    tile: &Tile<Avx2Int8Source<NARROW>>,
-    first_row: usize,
-    first_vec: usize,
-) {
+unsafe fn block<const RR: usize>(tile: &Tile<Avx2Int8Source>, first_row: usize, first_vec: usize) {
     use std::arch::x86_64::*;
     let s = &tile.source.0;
     let ones = _mm256_set1_epi16(1);
@@ -129,16 +122,8 @@ unsafe fn block<const RR: usize, const NARROW: bool>(
             let x =
                 s.xs.add((first_row + r) * s.stride + quad * QUAD)
                     .cast::<i32>();
-            let x = _mm256_set1_epi32(x.read_unaligned());
-            if NARROW {
-                for (a, &w) in acc.iter_mut().zip(&wv) {
-                    let pairs = _mm256_maddubs_epi16(x, w);
-                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(pairs, ones));
-                }
-                continue;
-            }
             // The stored `q + 128` back to `q`, and the sign of each moved onto the weights.
-            let x = _mm256_xor_si256(x, offset);
+            let x = _mm256_xor_si256(_mm256_set1_epi32(x.read_unaligned()), offset);
             let magnitude = _mm256_abs_epi8(x);
             for (a, &w) in acc.iter_mut().zip(&wv) {
                 let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w, x));
@@ -153,16 +138,10 @@ unsafe fn block<const RR: usize, const NARROW: bool>(
         }
         // The scales are padded to whole panels, so a full vector loads.
         let w_scale = _mm256_loadu_ps(s.w_scales.add(column));
-        let correction = if NARROW {
-            _mm256_slli_epi32::<7>(_mm256_loadu_si256(s.col_sums.add(column).cast()))
-        } else {
-            _mm256_setzero_si256()
-        };
         for (r, acc) in acc.iter().enumerate() {
             let row = first_row + r;
             let scale = _mm256_mul_ps(_mm256_set1_ps(*s.x_scales.add(row)), w_scale);
-            let sum = _mm256_sub_epi32(acc[v], correction);
-            let y = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), scale);
+            let y = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[v]), scale);
             let at = tile.out.add(row * tile.out_dim + column);
             let valid = tile.cols - column;
             if valid >= LANES {

@@ -263,10 +263,7 @@ impl PackedLinear {
                 match weights.kernel {
                     Int8Kernel::Vnni => self.tiles(rows, panel, dst, Some(epilogue), source),
                     Int8Kernel::Avx2 => self.tiles(rows, panel, dst, Some(epilogue), |row| {
-                        Avx2Int8Source::<false>(source(row))
-                    }),
-                    Int8Kernel::Avx2Narrow => self.tiles(rows, panel, dst, Some(epilogue), |row| {
-                        Avx2Int8Source::<true>(source(row))
+                        Avx2Int8Source(source(row))
                     }),
                 }
             }
