@@ -53,6 +53,12 @@ impl Int8Kernel {
     }
 }
 
+/// Whether this CPU's int8 kernel is the one measured faster than f32 (VNNI, about 2x;
+/// see [`super::Precision::fastest_available`]).
+pub(super) fn int8_outpaces_f32() -> bool {
+    Int8Kernel::best() == Some(Int8Kernel::Vnni)
+}
+
 /// Whether this CPU runs an int8 kernel ([`PackedLinear::new_int8`]).
 pub fn int8_supported() -> bool {
     Int8Kernel::best().is_some()
