@@ -9,9 +9,12 @@
 //! the activations offset by 128 to make them unsigned), so the activation's sign moves onto the
 //! weight instead (`vpsignb`) and its magnitude, at most 127, is the unsigned side: a pair then
 //! sums to at most 2 x 127 x 127 = 32,258, no saturation, no 7-bit weights, no zero-point
-//! correction. Measured on the AMD EPYC (Zen, AVX2) in a loop of independent accumulators,
-//! `vpsignb` + `vpmaddubsw` + `vpmaddwd` + `vpaddd` (32 multiply-adds) issued at about the rate
-//! of one `vpmaddwd` + `vpaddd` on sign-extended i16 (16) or of one f32 FMA (8).
+//! correction. On the AMD EPYC measured (Zen, family 23, AVX2 only) an FMA, a `vpmaddwd` and a
+//! `vpmaddubsw` each issue at about the same rate (eval/encode/int8-avx2/issue_rate.c), so
+//! these four instructions per 32 multiply-adds cost what four FMAs (8 each) do: the kernel
+//! runs no faster than f32 there (eval/encode/int8-avx2.md). Sign-extending to i16 and
+//! `vpmaddwd` alone (16 per multiply, twice the weight bytes) would be no better; 7-bit
+//! weights, dropping the `vpsignb`, measured within the noise of this kernel and cost accuracy.
 
 use super::int8::{int8_scales, Int8Source, QUAD};
 use super::{kernels, Epilogue, PanelSource, Tile, PANEL};
