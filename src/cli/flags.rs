@@ -76,7 +76,7 @@ pub struct OpenIndexArgs {
 #[derive(Args, Debug, Clone, Copy)]
 pub struct PrecisionArg {
     /// Arithmetic of the encoder's projections: `bf16` (AVX-512 BF16; f32 where the CPU lacks
-    /// it) and `int8` (8-bit integers, AVX-512 VNNI) encode faster, with vectors a little off
+    /// it) and `int8` (8-bit integers, AVX-512 VNNI, else AVX2) encode faster, with vectors a little off
     /// the exact `f32` ones (see eval/precision/). Default: f32; for `index`, bf16 where the
     /// CPU has AMX tiles.
     #[arg(long, value_enum)]

@@ -364,7 +364,7 @@ mod tests {
         if !Precision::Int8.available() {
             return crate::skip::skip(
                 concat!(module_path!(), "::int8_vectors_stay_close_to_f32"),
-                "this CPU has no AVX-512 VNNI; --precision int8 is refused here",
+                "this CPU has neither AVX-512 VNNI nor AVX2; --precision int8 is refused here",
             );
         }
         let (dir, exact) = tiny(Pooling::Mean);

@@ -1,11 +1,13 @@
 //! The int8 kernel family, where the CPU has AVX-512 VNNI: one `vpdpbusd` does 64 multiply-adds
 //! where an FMA does 16, and the weights take a quarter of the memory. Weights are quantized
 //! per output column at load, activations per row at each call (both symmetric), and the
-//! integer sums are scaled back to f32 before the same epilogues as the f32 kernel's.
+//! integer sums are scaled back to f32 before the same epilogues as the f32 kernel's. Where the
+//! CPU has AVX2 but not VNNI, [`super::int8_avx2`] runs the same layouts and quantization.
 
 use candle_core::{bail, Result, Tensor};
 
-use super::{convert_rows, first_lanes, PackedLinear, PanelSource, Tile, Weights, PANEL, VECS};
+use super::{convert_rows, first_lanes, int8_avx2, PackedLinear, PanelSource, Tile, Weights};
+use super::{PANEL, VECS};
 
 /// Input features per `vpdpbusd` lane: the int8 layouts go in groups of this many.
 pub(super) const QUAD: usize = 4;
@@ -19,24 +21,53 @@ const MAX_INT8_IN: usize = 4096;
 #[repr(C, align(64))]
 pub(super) struct QuadRow([i8; QUAD * PANEL]);
 
-/// Whether this CPU runs the int8 kernel ([`PackedLinear::new_int8`]).
+/// The int8 kernels, by the instructions they need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Int8Kernel {
+    /// AVX-512 F, BW and VNNI: `vpdpbusd`.
+    Vnni,
+    /// AVX2 and FMA: `vpmaddubsw` and `vpmaddwd` ([`super::int8_avx2`]).
+    Avx2,
+}
+
+impl Int8Kernel {
+    /// Whether this CPU has the instructions of this kernel.
+    pub(super) fn runs_here(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            match self {
+                Self::Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
+                Self::Avx2 => has!("avx2") && has!("fma"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// The fastest int8 kernel this CPU runs, if any.
+    pub(super) fn best() -> Option<Self> {
+        [Self::Vnni, Self::Avx2].into_iter().find(|k| k.runs_here())
+    }
+}
+
+/// Whether this CPU's int8 kernel is the one measured faster than f32 (VNNI, about 2x;
+/// see [`super::Precision::fastest_available`]).
+pub(super) fn int8_outpaces_f32() -> bool {
+    Int8Kernel::best() == Some(Int8Kernel::Vnni)
+}
+
+/// Whether this CPU runs an int8 kernel ([`PackedLinear::new_int8`]).
 pub fn int8_supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Int8Kernel::best().is_some()
 }
 
 /// The symmetric int8 scale of values whose largest magnitude is `max_abs`, and its inverse,
 /// which quantizes (`round(v * inverse)`); both zero for all-zero values, which then quantize
 /// to zero and scale back to zero.
-fn int8_scales(max_abs: f32) -> (f32, f32) {
+pub(super) fn int8_scales(max_abs: f32) -> (f32, f32) {
     if max_abs > 0.0 {
         (max_abs / 127.0, 127.0 / max_abs)
     } else {
@@ -52,14 +83,26 @@ pub(super) struct Int8Weights {
     /// Per output column, the sum of its quantized weights: the activations go to the kernel
     /// offset by 128 (`vpdpbusd` takes them unsigned), which adds 128 times this to the sums.
     pub(super) col_sums: Vec<i32>,
+    /// The kernel that runs them, chosen at load.
+    pub(super) kernel: Int8Kernel,
 }
 
 impl PackedLinear {
     /// Like [`Self::new`], with the weights quantized to int8 per output column; each call
     /// quantizes its input rows likewise. Needs [`int8_supported`] and `in <= 4096`.
     pub fn new_int8(weight: &Tensor, bias: &Tensor) -> Result<Self> {
-        if !int8_supported() {
-            bail!("int8 projections need AVX-512 VNNI, which this CPU lacks");
+        match Int8Kernel::best() {
+            Some(kernel) => Self::new_int8_on(weight, bias, kernel),
+            None => {
+                bail!("int8 projections need AVX-512 VNNI or AVX2 with FMA; this CPU has neither")
+            }
+        }
+    }
+
+    /// [`Self::new_int8`] for `kernel`, which must run here: tests pick each one in turn.
+    pub(super) fn new_int8_on(weight: &Tensor, bias: &Tensor, kernel: Int8Kernel) -> Result<Self> {
+        if !kernel.runs_here() {
+            bail!("the {kernel:?} int8 kernel does not run on this CPU");
         }
         let (in_dim, weight, bias) = Self::load(weight, bias)?;
         if in_dim > MAX_INT8_IN {
@@ -86,6 +129,7 @@ impl PackedLinear {
                 panels,
                 scales,
                 col_sums,
+                kernel,
             }),
             bias,
         })
@@ -104,8 +148,8 @@ pub(super) struct Int8Rows {
 }
 
 impl Int8Rows {
-    /// SAFETY: needs `int8_supported()`.
-    pub(super) unsafe fn new(xs: &[f32], in_dim: usize) -> Self {
+    /// SAFETY: needs `kernel.runs_here()`.
+    pub(super) unsafe fn new(xs: &[f32], in_dim: usize, kernel: Int8Kernel) -> Self {
         let stride = in_dim.next_multiple_of(QUAD);
         let rows = xs.len() / in_dim;
         let mut bytes = vec![128; rows * stride];
@@ -118,7 +162,12 @@ impl Int8Rows {
             &mut scales,
             |x, q, scale| {
                 // SAFETY: as for `new`; `q` is at least as long as `x`.
-                *scale = unsafe { quantize_row(x, q) };
+                *scale = unsafe {
+                    match kernel {
+                        Int8Kernel::Vnni => quantize_row(x, q),
+                        Int8Kernel::Avx2 => int8_avx2::quantize_row(x, q),
+                    }
+                };
             },
         );
         Self {
@@ -276,20 +325,38 @@ mod tests {
         Tensor::from_vec(out, (x.len(), b.len()), &Device::Cpu).unwrap()
     }
 
+    /// Every int8 kernel this CPU runs (an AVX-512 VNNI machine tests the AVX2 one too), or
+    /// `None` after saying the test is skipped.
+    fn kernels_here(test: &str) -> Option<Vec<Int8Kernel>> {
+        let kernels: Vec<_> = [Int8Kernel::Vnni, Int8Kernel::Avx2]
+            .into_iter()
+            .filter(|k| k.runs_here())
+            .collect();
+        if kernels.is_empty() {
+            crate::skip::skip(
+                test,
+                "this CPU has neither AVX-512 VNNI nor AVX2; no int8 GEMM",
+            );
+            return None;
+        }
+        Some(kernels)
+    }
+
     /// The int8 path against the same quantization done in scalar code: it must agree to
     /// rounding, so a wrong panel layout, padding or zero-point correction shows; with an
     /// all-zero input row and an all-zero weight row.
     #[test]
     fn int8_projection_matches_scalar_quantized_reference() {
-        if !int8_supported() {
-            return crate::skip::skip(
-                concat!(
-                    module_path!(),
-                    "::int8_projection_matches_scalar_quantized_reference"
-                ),
-                "this CPU has no AVX-512 VNNI; the int8 GEMM is not used here",
-            );
+        let test = concat!(
+            module_path!(),
+            "::int8_projection_matches_scalar_quantized_reference"
+        );
+        for kernel in kernels_here(test).unwrap_or_default() {
+            matches_scalar_quantized_reference(kernel);
         }
+    }
+
+    fn matches_scalar_quantized_reference(kernel: Int8Kernel) {
         for (rows, in_dim, out_dim) in SHAPES {
             let mut x = random((rows, in_dim), rows as u64);
             if rows > 1 {
@@ -301,12 +368,44 @@ mod tests {
                 .slice_assign(&[2..3, 0..in_dim], &zeros.unwrap())
                 .unwrap();
             let b = random((1, out_dim), 9).squeeze(0).unwrap();
-            let packed = PackedLinear::new_int8(&w, &b).unwrap();
+            let packed = PackedLinear::new_int8_on(&w, &b, kernel).unwrap();
             let linear = int8_reference(&x, &w, &b);
             let residual = random((rows, out_dim), 11);
             for (ours, theirs) in epilogue_cases(&packed, &x, &linear, &residual) {
-                assert_elementwise_close(&ours, &theirs, &format!("{rows}x{in_dim}->{out_dim}"));
+                let label = format!("{kernel:?} {rows}x{in_dim}->{out_dim}");
+                assert_elementwise_close(&ours, &theirs, &label);
             }
+        }
+    }
+
+    /// Inputs and weights all at the ends of the int8 range (every level +-127) with matching
+    /// signs, so that every product is 127 x 127: the largest sums any kernel sees, where one
+    /// that saturated an intermediate (the AVX2 kernel's i16 pair sums) would come out short.
+    #[test]
+    fn int8_sums_at_full_range_are_exact() {
+        let test = concat!(module_path!(), "::int8_sums_at_full_range_are_exact");
+        let (rows, in_dim, out_dim) = (7, 301, 70);
+        let sign = |i: usize| {
+            if (i * 7 + i / 3) % 5 < 2 {
+                -1.0f32
+            } else {
+                1.0
+            }
+        };
+        let x: Vec<f32> = (0..rows * in_dim)
+            .map(|k| sign(k % in_dim) * if k / in_dim % 2 == 0 { 1.0 } else { -0.5 })
+            .collect();
+        let w: Vec<f32> = (0..out_dim * in_dim)
+            .map(|k| sign(k % in_dim) * if k / in_dim % 3 == 0 { -2.0 } else { 2.0 })
+            .collect();
+        let x = Tensor::from_vec(x, (rows, in_dim), &Device::Cpu).unwrap();
+        let w = Tensor::from_vec(w, (out_dim, in_dim), &Device::Cpu).unwrap();
+        let b = random((1, out_dim), 9).squeeze(0).unwrap();
+        let linear = int8_reference(&x, &w, &b);
+        for kernel in kernels_here(test).unwrap_or_default() {
+            let packed = PackedLinear::new_int8_on(&w, &b, kernel).unwrap();
+            let label = format!("{kernel:?} at full range");
+            assert_elementwise_close(&packed.forward(&x).unwrap(), &linear, &label);
         }
     }
 
@@ -314,19 +413,22 @@ mod tests {
     /// largest output of the f32 one, each row pointing the same way.
     #[test]
     fn int8_projection_is_close_to_f32() {
-        if !int8_supported() {
-            return crate::skip::skip(
-                concat!(module_path!(), "::int8_projection_is_close_to_f32"),
-                "this CPU has no AVX-512 VNNI; the int8 GEMM is not used here",
-            );
-        }
-        for (rows, in_dim, out_dim) in ENCODER_SHAPES {
-            let x = random((rows, in_dim), 3);
-            let w = random((out_dim, in_dim), 5);
-            let b = random((1, out_dim), 6).squeeze(0).unwrap();
-            let ours = PackedLinear::new_int8(&w, &b).unwrap().forward(&x).unwrap();
-            let label = format!("{rows}x{in_dim}->{out_dim}");
-            assert_rows_close(&ours, &exact(&x, &w, &b), 0.02, 0.999, &label);
+        let test = concat!(module_path!(), "::int8_projection_is_close_to_f32");
+        for kernel in kernels_here(test).unwrap_or_default() {
+            for (rows, in_dim, out_dim) in ENCODER_SHAPES {
+                let x = random((rows, in_dim), 3);
+                let w = random((out_dim, in_dim), 5);
+                let b = random((1, out_dim), 6).squeeze(0).unwrap();
+                let packed = PackedLinear::new_int8_on(&w, &b, kernel).unwrap();
+                let label = format!("{kernel:?} {rows}x{in_dim}->{out_dim}");
+                assert_rows_close(
+                    &packed.forward(&x).unwrap(),
+                    &exact(&x, &w, &b),
+                    0.02,
+                    0.999,
+                    &label,
+                );
+            }
         }
     }
 
@@ -338,7 +440,7 @@ mod tests {
                     module_path!(),
                     "::int8_inputs_too_wide_for_i32_sums_are_an_error"
                 ),
-                "this CPU has no AVX-512 VNNI",
+                "this CPU has no int8 GEMM",
             );
         }
         let b = random((1, 8), 2).squeeze(0).unwrap();

@@ -11,11 +11,12 @@
 //!
 //! This module schedules the tiles and applies the epilogues; the weights come in one of three
 //! kernel families, [`float`] (f32), [`bf16`] (AVX-512 BF16, on [`bf16::amx`] tiles where the CPU has
-//! them) and [`int8`] (AVX-512 VNNI), chosen by [`Precision`].
+//! them) and [`int8`] (AVX-512 VNNI, or AVX2 in [`int8_avx2`]), chosen by [`Precision`].
 
 mod bf16;
 mod float;
 mod int8;
+mod int8_avx2;
 mod precision;
 
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
@@ -24,7 +25,8 @@ use rayon::prelude::*;
 use super::kernels;
 use bf16::{Bf16Rows, Bf16Source, Bf16Weights};
 use float::{F32Source, PanelRow};
-use int8::{Int8Rows, Int8Source, Int8Weights, QUAD};
+use int8::{Int8Kernel, Int8Rows, Int8Source, Int8Weights, QUAD};
+use int8_avx2::Avx2Int8Source;
 pub use precision::Precision;
 
 /// Output columns per panel: four AVX-512 vectors.
@@ -171,8 +173,8 @@ impl PackedLinear {
             },
             Weights::Int8(weights) => Input::Int8 {
                 weights,
-                // SAFETY: `new_int8` checked `int8_supported()`.
-                xs: unsafe { Int8Rows::new(xs, self.in_dim) },
+                // SAFETY: `new_int8_on` checked that the kernel runs here.
+                xs: unsafe { Int8Rows::new(xs, self.in_dim, weights.kernel) },
             },
         };
         let total = rows * self.out_dim;
@@ -248,7 +250,7 @@ impl PackedLinear {
             Input::Int8 { weights, xs } => {
                 let quads = xs.stride / QUAD;
                 let column = panel * PANEL;
-                self.tiles(rows, panel, dst, Some(epilogue), |row| Int8Source {
+                let source = |row: usize| Int8Source {
                     xs: xs.bytes.as_ptr().add(row * xs.stride),
                     stride: xs.stride,
                     x_scales: xs.scales.as_ptr().add(row),
@@ -256,7 +258,13 @@ impl PackedLinear {
                     quads,
                     w_scales: weights.scales.as_ptr().add(column),
                     col_sums: weights.col_sums.as_ptr().add(column),
-                });
+                };
+                match weights.kernel {
+                    Int8Kernel::Vnni => self.tiles(rows, panel, dst, Some(epilogue), source),
+                    Int8Kernel::Avx2 => self.tiles(rows, panel, dst, Some(epilogue), |row| {
+                        Avx2Int8Source(source(row))
+                    }),
+                }
             }
         }
     }
@@ -305,7 +313,7 @@ impl PackedLinear {
                 _ => S::accumulate::<1>(&tile),
             }
             if let Some(epilogue) = finish {
-                tile.finish(take, bias, epilogue, at);
+                S::finish(&tile, take, bias, epilogue, at);
             }
             row += take;
         }
@@ -350,6 +358,19 @@ trait PanelSource: Sized {
     /// output. On its own, away from the epilogue, so that LLVM keeps all 24 accumulators in
     /// registers: inlined together, it spilled some.
     unsafe fn accumulate<const R: usize>(tile: &Tile<Self>);
+
+    /// Finishes the first `rows` rows of `tile` (see [`Tile::finish`]): the AVX-512 way unless
+    /// the source's kernel runs on narrower vectors.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn finish(
+        tile: &Tile<Self>,
+        rows: usize,
+        bias: *const f32,
+        epilogue: Epilogue,
+        at: usize,
+    ) {
+        tile.finish(rows, bias, epilogue, at);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

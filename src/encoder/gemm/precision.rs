@@ -14,8 +14,8 @@ pub enum Precision {
     /// multiply-adds per instruction, close to f32 (eval/precision/). Encodes in f32 where the
     /// CPU lacks it.
     Bf16,
-    /// Weights per output column and activations per token in 8-bit integers (AVX-512 VNNI):
-    /// faster, at a small cost in agreement with f32.
+    /// Weights per output column and activations per token in 8-bit integers (AVX-512 VNNI,
+    /// else AVX2): faster with VNNI, at a small cost in agreement with f32.
     Int8,
 }
 
@@ -53,8 +53,11 @@ impl Precision {
     }
 
     /// The fastest precision this CPU can encode at: int8 where it has AVX-512 VNNI, else f32.
+    /// int8 on AVX2 alone measured no faster than f32 on the one such CPU at hand (AMD EPYC,
+    /// Zen: `vpmaddubsw` and `vpmaddwd` issue at the rate of an FMA there, eval/encode/int8-avx2.md),
+    /// so it is not the default there.
     pub fn fastest_available() -> Self {
-        if Self::Int8.available() {
+        if super::int8::int8_outpaces_f32() {
             Self::Int8
         } else {
             Self::F32

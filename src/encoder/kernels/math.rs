@@ -62,7 +62,7 @@ pub(super) fn erf_approx(x: f32) -> f32 {
 }
 
 #[inline(always)]
-pub(super) fn gelu(x: f32) -> f32 {
+pub(in crate::encoder) fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf_approx(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 

@@ -12,6 +12,7 @@ use candle_core::{bail, CpuStorage, Layout, Result};
 pub use attention::attention;
 pub use bias_gelu::bias_gelu;
 pub use differentiable::{bias_add, gelu_train, layer_norm, masked_softmax_train};
+pub(super) use math::gelu;
 #[cfg(target_arch = "x86_64")]
 pub(super) use math::vector::gelu_lanes;
 

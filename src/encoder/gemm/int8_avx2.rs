@@ -1,0 +1,159 @@
+//! The int8 kernel where the CPU has AVX2 but not AVX-512 VNNI: the same weight panels and
+//! quantization as [`super::int8`] (weights per output column, activations per row, both
+//! symmetric in -127..=127), with the integer sums exact, so both kernels give the same
+//! products.
+//!
+//! Without `vpdpbusd`, a 4-feature dot product per 32-bit lane takes `vpmaddubsw` (unsigned x
+//! signed bytes, adjacent pairs summed into a saturating i16) then `vpmaddwd` by ones (pairs of
+//! i16 into an i32). Both sides at full 8-bit range would saturate the i16 (255 x 127 x 2 with
+//! the activations offset by 128 to make them unsigned), so the activation's sign moves onto the
+//! weight instead (`vpsignb`) and its magnitude, at most 127, is the unsigned side: a pair then
+//! sums to at most 2 x 127 x 127 = 32,258, no saturation, no 7-bit weights, no zero-point
+//! correction. On the AMD EPYC measured (Zen, family 23, AVX2 only) an FMA, a `vpmaddwd` and a
+//! `vpmaddubsw` each issue at about the same rate (eval/encode/int8-avx2/issue_rate.c), so
+//! these four instructions per 32 multiply-adds cost what four FMAs (8 each) do: the kernel
+//! runs no faster than f32 there (eval/encode/int8-avx2.md). Sign-extending to i16 and
+//! `vpmaddwd` alone (16 per multiply, twice the weight bytes) would be no better; 7-bit
+//! weights, dropping the `vpsignb`, measured within the noise of this kernel and cost accuracy.
+
+use super::int8::{int8_scales, Int8Source, QUAD};
+use super::{kernels, Epilogue, PanelSource, Tile, PANEL};
+
+/// Output columns per AVX2 vector: 8 i32 sums, each over one quad of bytes.
+const LANES: usize = 8;
+/// Rows and vectors of one register block: 2 x 4 accumulators, 4 weight vectors, the row's
+/// broadcast and its magnitude, the ones and a temporary fill the 16 vector registers.
+const BLOCK_ROWS: usize = 2;
+const BLOCK_VECS: usize = 4;
+
+/// Quantizes `x` into the first `x.len()` bytes of `q` in the layout the VNNI kernel takes
+/// (`q + 128`, see `Int8Rows::bytes`), so that both kernels share one input form; returns the
+/// scale. Plain code that LLVM vectorises for AVX2: this pass is a small share of a call.
+///
+/// SAFETY: needs AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [u8]) -> f32 {
+    // The largest magnitude as the largest sign-cleared bit pattern, as the VNNI path takes it:
+    // an integer max vectorises where a float max (NaN rules) does not.
+    let max = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+    let (scale, inverse) = int8_scales(f32::from_bits(max));
+    for (q, &v) in q.iter_mut().zip(x) {
+        let level = (v * inverse).round_ties_even().clamp(-127.0, 127.0) as i8;
+        *q = level as u8 ^ 0x80;
+    }
+    scale
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn quantize_row(_: &[f32], _: &mut [u8]) -> f32 {
+    unreachable!("int8 projections are only built where int8_supported() holds")
+}
+
+/// A tile's int8 inputs for the AVX2 kernel: the VNNI kernel's, run the AVX2 way.
+pub(super) struct Avx2Int8Source(pub(super) Int8Source);
+
+#[cfg(target_arch = "x86_64")]
+impl PanelSource for Avx2Int8Source {
+    /// Stores `s_x * s_w * sum`, the sums in f32 short of the bias, a register block of
+    /// `BLOCK_ROWS` rows by `BLOCK_VECS` vectors at a time; blocks wholly past the panel's
+    /// valid columns are skipped.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline(never)]
+    unsafe fn accumulate<const R: usize>(tile: &Tile<Self>) {
+        for first_vec in (0..PANEL / LANES).step_by(BLOCK_VECS) {
+            if first_vec * LANES >= tile.cols {
+                break;
+            }
+            let mut row = 0;
+            while row < R {
+                if R - row >= BLOCK_ROWS {
+                    block::<BLOCK_ROWS>(tile, row, first_vec);
+                    row += BLOCK_ROWS;
+                } else {
+                    block::<1>(tile, row, first_vec);
+                    row += 1;
+                }
+            }
+        }
+    }
+
+    /// The bias and `epilogue` on the first `rows` rows, in plain code vectorised for AVX2
+    /// (the GELU's polynomials included), while the tile is still in L1.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn finish(
+        tile: &Tile<Self>,
+        rows: usize,
+        bias: *const f32,
+        epilogue: Epilogue,
+        at: usize,
+    ) {
+        let bias = std::slice::from_raw_parts(bias, tile.cols);
+        for r in 0..rows {
+            let offset = r * tile.out_dim;
+            // SAFETY: this tile's rows of the output are written by this thread only.
+            let out = std::slice::from_raw_parts_mut(tile.out.add(offset), tile.cols);
+            let sums = out.iter_mut().zip(bias);
+            match epilogue {
+                Epilogue::Bias => sums.for_each(|(y, b)| *y += b),
+                Epilogue::BiasGelu => sums.for_each(|(y, b)| *y = kernels::gelu(*y + b)),
+                Epilogue::BiasResidual(residual) => {
+                    let skip = &residual[at + offset..at + offset + tile.cols];
+                    sums.zip(skip).for_each(|((y, b), s)| *y = *y + b + s);
+                }
+            }
+        }
+    }
+}
+
+/// Rows `first_row..first_row + RR` of the tile by its vectors `first_vec..+BLOCK_VECS`, all
+/// input features, stored scaled to f32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn block<const RR: usize>(tile: &Tile<Avx2Int8Source>, first_row: usize, first_vec: usize) {
+    use std::arch::x86_64::*;
+    let s = &tile.source.0;
+    let ones = _mm256_set1_epi16(1);
+    let offset = _mm256_set1_epi8(i8::MIN);
+    let mut acc = [[_mm256_setzero_si256(); BLOCK_VECS]; RR];
+    for quad in 0..s.quads {
+        // SAFETY: a `QuadRow` is 64-byte aligned and 256 bytes, 8 vectors of 32.
+        let w = s.weights.add(quad).cast::<__m256i>().add(first_vec);
+        let wv: [__m256i; BLOCK_VECS] = std::array::from_fn(|v| _mm256_load_si256(w.add(v)));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let x =
+                s.xs.add((first_row + r) * s.stride + quad * QUAD)
+                    .cast::<i32>();
+            // The stored `q + 128` back to `q`, and the sign of each moved onto the weights.
+            let x = _mm256_xor_si256(_mm256_set1_epi32(x.read_unaligned()), offset);
+            let magnitude = _mm256_abs_epi8(x);
+            for (a, &w) in acc.iter_mut().zip(&wv) {
+                let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w, x));
+                *a = _mm256_add_epi32(*a, _mm256_madd_epi16(pairs, ones));
+            }
+        }
+    }
+    for v in 0..BLOCK_VECS {
+        let column = (first_vec + v) * LANES;
+        if column >= tile.cols {
+            break;
+        }
+        // The scales are padded to whole panels, so a full vector loads.
+        let w_scale = _mm256_loadu_ps(s.w_scales.add(column));
+        for (r, acc) in acc.iter().enumerate() {
+            let row = first_row + r;
+            let scale = _mm256_mul_ps(_mm256_set1_ps(*s.x_scales.add(row)), w_scale);
+            let y = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[v]), scale);
+            let at = tile.out.add(row * tile.out_dim + column);
+            let valid = tile.cols - column;
+            if valid >= LANES {
+                _mm256_storeu_ps(at, y);
+            } else {
+                let mut lanes = [0f32; LANES];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), y);
+                std::ptr::copy_nonoverlapping(lanes.as_ptr(), at, valid);
+            }
+        }
+    }
+}
