@@ -81,15 +81,6 @@ fn the_demo_question_gets_both_nationalities_into_the_prompt_and_yes() {
                 answer.sources
             );
         }
-        if std::env::var_os("RAG_DEMO_YES").is_none() {
-            // Still open (eval/answers/README.md, issue 58): with both nationalities in the
-            // prompt the model's yes margin is 0.36, under the yes/no bias of 2.2.
-            eprintln!(
-                "{precision:?}: answered {:?} (yes/no margin {:?}); RAG_DEMO_YES=1 requires yes",
-                answer.answer, answer.generation.yes_no_margin
-            );
-            continue;
-        }
         assert_eq!(
             answer.answer.trim().to_lowercase(),
             "yes",
