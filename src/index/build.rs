@@ -275,11 +275,11 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
                 paragraphs_per_second: (updated.added + updated.changed) as f64
                     / updated.encode_seconds.max(1e-9),
                 total_seconds: started.elapsed().as_secs_f64(),
-                duplicates: 0,
-                skipped_records: 0,
-                files: BTreeMap::new(),
-                skipped_files: 0,
-                ignored_files: 0,
+                duplicates: updated.read.duplicates,
+                skipped_records: updated.read.skipped_records,
+                files: updated.read.files.clone(),
+                skipped_files: updated.read.skipped_files,
+                ignored_files: updated.read.ignored_files,
                 up_to_date: updated.up_to_date,
                 updated: Some(updated),
             });

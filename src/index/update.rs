@@ -18,6 +18,7 @@
 //! written last and installed by two renames. Cut off anywhere (kill -9), the live index is
 //! untouched and the same command starts over.
 
+use crate::corpus::StreamStats;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -93,6 +94,9 @@ pub struct UpdateSummary {
     /// A sync that would encode more than half the corpus: nothing done, a build is cheaper.
     #[serde(skip)]
     pub declined: bool,
+    /// What reading the given files saw (records, duplicate titles, files by kind), as a
+    /// build reports it.
+    pub read: StreamStats,
 }
 
 /// Applies `options` to the index, installing a new build unless nothing changes.
@@ -165,14 +169,16 @@ pub(super) fn update_locked(
     };
     let mut given = Vec::new();
     let mut digests = Vec::new();
+    let mut read = StreamStats::default();
     if let Some(encoder) = &encoder {
-        (given, digests) = read_additions(encoder, options, &manifest.template)?;
+        (given, digests, read) = read_additions(encoder, options, &manifest.template)?;
     }
     given.extend(options.documents.iter().cloned());
     let mut seen = std::collections::HashSet::new();
     for paragraph in given {
         // The first of a title wins, as in a build.
         if !seen.insert(paragraph.title.clone()) {
+            read.duplicates += 1;
             continue;
         }
         match served.by_title(&paragraph.title) {
@@ -220,6 +226,7 @@ pub(super) fn update_locked(
             build_id: manifest.build_id(),
             total_seconds: started.elapsed().as_secs_f64(),
             up_to_date: true,
+            read,
             ..Default::default()
         });
     }
@@ -332,6 +339,7 @@ pub(super) fn update_locked(
         total_seconds: started.elapsed().as_secs_f64(),
         up_to_date: false,
         declined: false,
+        read,
     })
 }
 
@@ -420,9 +428,9 @@ fn read_additions(
     encoder: &Encoder,
     options: &UpdateOptions,
     template: &str,
-) -> Result<(Vec<Paragraph>, Vec<String>)> {
+) -> Result<(Vec<Paragraph>, Vec<String>, StreamStats)> {
     if options.add.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok((Vec::new(), Vec::new(), StreamStats::default()));
     }
     let inputs = options
         .add
@@ -432,7 +440,8 @@ fn read_additions(
     let chunker = Chunker::new(encoder.tokenizer(), encoder.max_length, template)?;
     let mut stream = ParagraphStream::from_inputs(inputs, options.skip_bad, Some(chunker));
     let paragraphs = stream.by_ref().collect::<Result<Vec<_>>>()?;
-    Ok((paragraphs, stream.digests().to_vec()))
+    let read = stream.stats().cloned().unwrap_or_default();
+    Ok((paragraphs, stream.digests().to_vec(), read))
 }
 
 /// Each depth's vectors of `added`, at the stored width, row-major.
