@@ -49,17 +49,27 @@ impl Cached<'_> {
         if !self.keep(reused) {
             reused = 0;
         }
-        let fresh = &tokens[reused..];
-        let mut batch = LlamaBatch::new(fresh.len(), 1);
-        let last = fresh.len() - 1;
-        for (i, &token) in fresh.iter().enumerate() {
-            batch.add(token, (reused + i) as i32, &[0], i == last)?;
+        let batch = self.append(&tokens[reused..], "evaluating the prompt")?;
+        Ok((batch, reused))
+    }
+
+    /// Evaluates `tokens` after what the cache holds: a batch whose last row holds the logits
+    /// after them; `doing` names the step in an error.
+    pub(super) fn append(
+        &mut self,
+        tokens: &[LlamaToken],
+        doing: &str,
+    ) -> Result<LlamaBatch<'static>> {
+        let start = self.tokens.len();
+        let mut batch = LlamaBatch::new(tokens.len().max(1), 1);
+        for (i, &token) in tokens.iter().enumerate() {
+            batch.add(token, (start + i) as i32, &[0], i + 1 == tokens.len())?;
         }
         self.ctx
             .decode(&mut batch)
-            .map_err(|e| anyhow!("evaluating the prompt: {e}"))?;
-        self.tokens.extend_from_slice(fresh);
-        Ok((batch, reused))
+            .map_err(|e| anyhow!("{doing}: {e}"))?;
+        self.tokens.extend_from_slice(tokens);
+        Ok(batch)
     }
 }
 

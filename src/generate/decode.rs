@@ -88,7 +88,7 @@ impl Generator {
                 );
             }
             if generated == 0 && self.options.yes_no_facts && self.yes_no.says_yes_or_no(token) {
-                let (text, _, after) = facts::write(model, cached)?;
+                let (text, after) = facts::write(model, cached)?;
                 batch = after;
                 let logits = cached.ctx.get_logits_ith(batch.n_tokens() - 1);
                 if let Some(decided) = self.yes_no.decide(logits, bias) {

@@ -6,11 +6,10 @@
 //! few greedy lines of facts, then [`CLOSING`], and the yes/no margin is read after that. Only
 //! the yes or the no is the answer; the facts are returned beside it.
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
-use llama_cpp_2::token::LlamaToken;
 
 use super::cache::Cached;
 
@@ -30,30 +29,16 @@ pub(super) fn room() -> usize {
 /// Appends `text` after what the cache holds: a batch whose last row holds the logits after it.
 fn feed(model: &LlamaModel, cached: &mut Cached, text: &str) -> Result<LlamaBatch<'static>> {
     let tokens = model.vocab().tokenize(text.as_bytes(), false, false);
-    feed_tokens(cached, &tokens)
-}
-
-fn feed_tokens(cached: &mut Cached, tokens: &[LlamaToken]) -> Result<LlamaBatch<'static>> {
-    let start = cached.tokens.len();
-    let mut batch = LlamaBatch::new(tokens.len().max(1), 1);
-    for (i, &token) in tokens.iter().enumerate() {
-        batch.add(token, (start + i) as i32, &[0], i + 1 == tokens.len())?;
-    }
-    cached
-        .ctx
-        .decode(&mut batch)
-        .map_err(|e| anyhow!("writing the facts: {e}"))?;
-    cached.tokens.extend_from_slice(tokens);
-    Ok(batch)
+    cached.append(&tokens, "writing the facts")
 }
 
 /// Writes the facts after the evaluated prompt (the first answer token not yet taken): the
-/// facts' text, how many tokens they took, and a batch whose last row holds the logits of the
+/// facts' text and a batch whose last row holds the logits of the
 /// answer's first token.
 pub(super) fn write(
     model: &LlamaModel,
     cached: &mut Cached,
-) -> Result<(String, usize, LlamaBatch<'static>)> {
+) -> Result<(String, LlamaBatch<'static>)> {
     let vocab = model.vocab();
     let mut batch = feed(model, cached, OPENING)?;
     let mut sampler = LlamaSampler::greedy();
@@ -66,7 +51,7 @@ pub(super) fn write(
         }
         text.extend_from_slice(&vocab.token_to_piece(token, false, None));
         written += 1;
-        batch = feed_tokens(cached, &[token])?;
+        batch = cached.append(&[token], "writing the facts")?;
         // A blank line or the model's own verdict ends the facts.
         let so_far = String::from_utf8_lossy(&text);
         if so_far.contains("\n\n") || so_far.to_lowercase().contains("answer") {
@@ -75,5 +60,5 @@ pub(super) fn write(
     }
     let facts = String::from_utf8_lossy(&text).trim().to_string();
     let batch = feed(model, cached, CLOSING)?;
-    Ok((format!("-{facts}"), written, batch))
+    Ok((format!("-{facts}"), batch))
 }
