@@ -14,6 +14,7 @@ pub mod loss;
 pub mod model;
 pub mod optim;
 pub mod output;
+mod setup;
 pub mod trainer;
 
 use std::path::PathBuf;
