@@ -7,69 +7,22 @@
 //! time. Inference uses fused kernels (GELU, masked softmax, layer norm); training
 //! (`train = true`) switches to candle's composite, differentiable forms and applies dropout.
 
+mod config;
+mod embeddings;
+mod layer;
+
 use std::sync::{Arc, Mutex};
 
-use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_nn::{embedding, Embedding, LayerNorm, Linear, VarBuilder};
-use serde::{Deserialize, Serialize};
+use candle_core::{DType, Device, Result, Tensor};
+use candle_nn::{LayerNorm, Linear, VarBuilder};
 
-use super::gemm::{self, PackedLinear};
+pub use self::config::{Config, HiddenAct};
+pub use self::embeddings::BertEmbeddings;
+pub use self::layer::BertLayer;
 use super::kernels;
 use super::profile::{self, Op};
 use super::Precision;
 use crate::rng::Rng;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum HiddenAct {
-    /// The exact, erf-based GELU that Hugging Face calls "gelu".
-    #[default]
-    Gelu,
-    #[serde(alias = "gelu_new", alias = "gelu_pytorch_tanh")]
-    GeluApproximate,
-    Relu,
-}
-
-/// The subset of a Hugging Face `config.json` that a BERT encoder needs.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct Config {
-    pub vocab_size: usize,
-    pub hidden_size: usize,
-    pub num_hidden_layers: usize,
-    pub num_attention_heads: usize,
-    pub intermediate_size: usize,
-    #[serde(default)]
-    pub hidden_act: HiddenAct,
-    #[serde(default = "default_dropout")]
-    pub hidden_dropout_prob: f64,
-    #[serde(default = "default_dropout")]
-    pub attention_probs_dropout_prob: f64,
-    pub max_position_embeddings: usize,
-    #[serde(default = "default_type_vocab_size")]
-    pub type_vocab_size: usize,
-    #[serde(default = "default_layer_norm_eps")]
-    pub layer_norm_eps: f64,
-    #[serde(default)]
-    pub pad_token_id: usize,
-    #[serde(default)]
-    pub model_type: Option<String>,
-}
-
-fn default_dropout() -> f64 {
-    0.1
-}
-fn default_type_vocab_size() -> usize {
-    2
-}
-fn default_layer_norm_eps() -> f64 {
-    1e-12
-}
-
-impl Config {
-    pub fn head_dim(&self) -> usize {
-        self.hidden_size / self.num_attention_heads
-    }
-}
 
 fn linear(in_dim: usize, out_dim: usize, vb: VarBuilder) -> Result<Linear> {
     let weight = vb.get((out_dim, in_dim), "weight")?;
@@ -167,266 +120,6 @@ impl Norm {
         profile::time(Op::LayerNorm, || {
             kernels::layer_norm(xs, self.inner.weight(), bias, self.eps)
         })
-    }
-}
-
-pub struct BertEmbeddings {
-    word_embeddings: Embedding,
-    position_embeddings: Embedding,
-    token_type_embeddings: Embedding,
-    layer_norm: Norm,
-    dropout: Dropout,
-}
-
-impl BertEmbeddings {
-    pub fn load(vb: VarBuilder, cfg: &Config, rng: &DropoutRng) -> Result<Self> {
-        Ok(Self {
-            word_embeddings: embedding(cfg.vocab_size, cfg.hidden_size, vb.pp("word_embeddings"))?,
-            position_embeddings: embedding(
-                cfg.max_position_embeddings,
-                cfg.hidden_size,
-                vb.pp("position_embeddings"),
-            )?,
-            token_type_embeddings: embedding(
-                cfg.type_vocab_size,
-                cfg.hidden_size,
-                vb.pp("token_type_embeddings"),
-            )?,
-            layer_norm: Norm::load(vb.pp("LayerNorm"), cfg)?,
-            dropout: Dropout::new(cfg.hidden_dropout_prob, rng),
-        })
-    }
-
-    pub fn forward(
-        &self,
-        input_ids: &Tensor,
-        token_type_ids: &Tensor,
-        train: bool,
-    ) -> Result<Tensor> {
-        let (_batch, seq_len) = input_ids.dims2()?;
-        let positions = Tensor::arange(0u32, seq_len as u32, input_ids.device())?;
-        let xs = profile::time(Op::Embeddings, || -> Result<Tensor> {
-            let words = self.word_embeddings.forward(input_ids)?;
-            let types = self.token_type_embeddings.forward(token_type_ids)?;
-            let positions = self.position_embeddings.forward(&positions)?;
-            (words + types)?.broadcast_add(&positions)
-        })?;
-        let xs = self.layer_norm.forward(&xs)?;
-        self.dropout.forward(&xs, train)
-    }
-}
-
-/// A projection prepared for inference: packed for the AVX-512 kernel where the CPU has it (in
-/// bf16 or 8-bit integers when asked, which `PackedLinear::new_bf16`/`new_int8` refuse where
-/// the CPU cannot), else
-/// kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place instead
-/// of repacking it on every call (most of the cost of encoding one short question).
-enum Projection {
-    Packed(PackedLinear),
-    Transposed { weight_t: Tensor, bias: Tensor },
-}
-
-impl Projection {
-    fn of(layers: &[&Linear], precision: Precision) -> Result<Self> {
-        let weights: Vec<&Tensor> = layers.iter().map(|l| l.weight()).collect();
-        let biases: Vec<&Tensor> = layers
-            .iter()
-            .map(|l| l.bias().expect("BERT projections are loaded with a bias"))
-            .collect();
-        let (weight, bias) = (Tensor::cat(&weights, 0)?, Tensor::cat(&biases, 0)?);
-        Ok(if precision == Precision::Int8 {
-            Self::Packed(PackedLinear::new_int8(&weight, &bias)?)
-        } else if precision == Precision::Bf16 {
-            Self::Packed(PackedLinear::new_bf16(&weight, &bias)?)
-        } else if gemm::supported() {
-            Self::Packed(PackedLinear::new(&weight, &bias)?)
-        } else {
-            Self::Transposed {
-                weight_t: weight.t()?.contiguous()?,
-                bias,
-            }
-        })
-    }
-
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        match self {
-            Self::Packed(packed) => profile::time(Op::Gemm, || packed.forward(xs)),
-            Self::Transposed { weight_t, bias } => {
-                let product = profile::time(Op::Gemm, || matmul_tokens(xs, weight_t))?;
-                profile::time(Op::Bias, || kernels::bias_add(&product, bias))
-            }
-        }
-    }
-
-    /// `gelu(xs W^T + b)`.
-    fn forward_gelu(&self, xs: &Tensor) -> Result<Tensor> {
-        match self {
-            Self::Packed(packed) => profile::time(Op::Gemm, || packed.forward_gelu(xs)),
-            Self::Transposed { weight_t, bias } => {
-                let product = profile::time(Op::Gemm, || matmul_tokens(xs, weight_t))?;
-                profile::time(Op::BiasGelu, || kernels::bias_gelu(&product, bias))
-            }
-        }
-    }
-
-    /// `xs W^T + b + residual`.
-    fn forward_residual(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        match self {
-            Self::Packed(packed) => {
-                profile::time(Op::Gemm, || packed.forward_residual(xs, residual))
-            }
-            Self::Transposed { .. } => {
-                let projected = self.forward(xs)?;
-                profile::time(Op::Residual, || projected + residual)
-            }
-        }
-    }
-}
-
-/// The inference copies of a layer's projections (Q, K and V fused into one).
-struct InferenceWeights {
-    qkv: Projection,
-    attention_output: Projection,
-    intermediate: Projection,
-    output: Projection,
-}
-
-pub struct BertLayer {
-    /// Built by [`BertModel::prepare_inference`]; training never uses it, since optimizer steps
-    /// would leave it stale.
-    inference: Option<InferenceWeights>,
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    attention_output: Linear,
-    attention_norm: Norm,
-    intermediate: Linear,
-    output: Linear,
-    output_norm: Norm,
-    act: HiddenAct,
-    num_heads: usize,
-    head_dim: usize,
-    hidden_dropout: Dropout,
-    attention_dropout: Dropout,
-}
-
-impl BertLayer {
-    pub fn load(vb: VarBuilder, cfg: &Config, rng: &DropoutRng) -> Result<Self> {
-        let h = cfg.hidden_size;
-        let attn = vb.pp("attention");
-        Ok(Self {
-            inference: None,
-            query: linear(h, h, attn.pp("self").pp("query"))?,
-            key: linear(h, h, attn.pp("self").pp("key"))?,
-            value: linear(h, h, attn.pp("self").pp("value"))?,
-            attention_output: linear(h, h, attn.pp("output").pp("dense"))?,
-            attention_norm: Norm::load(attn.pp("output").pp("LayerNorm"), cfg)?,
-            intermediate: linear(h, cfg.intermediate_size, vb.pp("intermediate").pp("dense"))?,
-            output: linear(cfg.intermediate_size, h, vb.pp("output").pp("dense"))?,
-            output_norm: Norm::load(vb.pp("output").pp("LayerNorm"), cfg)?,
-            act: cfg.hidden_act,
-            num_heads: cfg.num_attention_heads,
-            head_dim: cfg.head_dim(),
-            hidden_dropout: Dropout::new(cfg.hidden_dropout_prob, rng),
-            attention_dropout: Dropout::new(cfg.attention_probs_dropout_prob, rng),
-        })
-    }
-
-    /// Q, K and V as one `[3*hidden, hidden]` projection: one GEMM instead of three. Stacked on
-    /// every call rather than once at load so that training updates to the weights are seen.
-    fn qkv(&self) -> Result<Linear> {
-        let weights = [self.query.weight(), self.key.weight(), self.value.weight()];
-        let biases = [&self.query, &self.key, &self.value]
-            .map(|l| l.bias().expect("BERT projections are loaded with a bias"));
-        Ok(Linear::new(
-            Tensor::cat(&weights, 0)?,
-            Some(Tensor::cat(&biases, 0)?),
-        ))
-    }
-
-    fn prepare_inference(&mut self, precision: Precision) -> Result<()> {
-        let of = |layers: &[&Linear]| Projection::of(layers, precision);
-        self.inference = Some(InferenceWeights {
-            qkv: of(&[&self.query, &self.key, &self.value])?,
-            attention_output: of(&[&self.attention_output])?,
-            intermediate: of(&[&self.intermediate])?,
-            output: of(&[&self.output])?,
-        });
-        Ok(())
-    }
-
-    /// The fast path (prepared weights, fused kernels), when this layer has it.
-    fn packed(&self) -> Option<&InferenceWeights> {
-        self.inference
-            .as_ref()
-            .filter(|_| self.act == HiddenAct::Gelu)
-    }
-
-    /// The fast path on packed rows: `xs` `[tokens, hidden]` holds the real tokens of every
-    /// sequence back to back (sequence `b` is the `lengths[b]` rows from `starts[b]` on), so
-    /// no projection is spent on padding.
-    fn forward_packed(
-        &self,
-        weights: &InferenceWeights,
-        xs: &Tensor,
-        starts: &Tensor,
-        lengths: &Tensor,
-    ) -> Result<Tensor> {
-        let qkv = weights.qkv.forward(xs)?;
-        let context = profile::time(Op::Attention, || {
-            kernels::attention(&qkv, starts, lengths, self.num_heads, self.head_dim)
-        })?;
-        let attended = weights.attention_output.forward_residual(&context, xs)?;
-        let xs = self.attention_norm.forward(&attended)?;
-        let inner = weights.intermediate.forward_gelu(&xs)?;
-        let out = weights.output.forward_residual(&inner, &xs)?;
-        self.output_norm.forward(&out)
-    }
-
-    /// candle's own ops throughout, on padded `[batch, seq, hidden]`: what training
-    /// differentiates, and what runs before inference weights are prepared.
-    pub fn forward(&self, xs: &Tensor, mask: &AttentionMask, train: bool) -> Result<Tensor> {
-        let (batch, seq, hidden) = xs.dims3()?;
-        let qkv = linear_tokens(&self.qkv()?, xs)?;
-        let context = if train {
-            self.attention_differentiable(&qkv, &mask.bias)?
-        } else {
-            let (heads, dh) = (self.num_heads, self.head_dim);
-            kernels::attention(&qkv, &mask.starts, &mask.lengths, heads, dh)?
-        };
-        let attended = linear_tokens(&self.attention_output, &context)?;
-        let attended = self.hidden_dropout.forward(&attended, train)?;
-        let xs = self.attention_norm.forward(&(attended + xs)?)?;
-
-        let inner = linear_tokens(&self.intermediate, &xs)?;
-        let inner = match (self.act, train) {
-            (HiddenAct::Gelu, true) => kernels::gelu_train(&inner)?,
-            (HiddenAct::Gelu, false) => inner.gelu_erf()?,
-            (HiddenAct::GeluApproximate, _) => inner.gelu()?,
-            (HiddenAct::Relu, _) => inner.relu()?,
-        };
-        let out = linear_tokens(&self.output, &inner)?;
-        let out = self.hidden_dropout.forward(&out, train)?;
-        debug_assert_eq!(out.dims3()?, (batch, seq, hidden));
-        self.output_norm.forward(&(out + xs)?)
-    }
-
-    /// Attention from candle's own ops, so autograd can run through it; `bias` is
-    /// `[batch, 1, 1, seq]`: 0 for real tokens, a large negative for padding.
-    fn attention_differentiable(&self, qkv: &Tensor, bias: &Tensor) -> Result<Tensor> {
-        let (batch, seq, _) = qkv.dims3()?;
-        let qkv = qkv
-            .reshape((batch, seq, 3, self.num_heads, self.head_dim))?
-            .permute((2, 0, 3, 1, 4))?; // [3, batch, heads, seq, head_dim]
-        let q = (qkv.get(0)? * (1.0 / (self.head_dim as f64).sqrt()))?.contiguous()?;
-        let k = qkv.get(1)?.contiguous()?;
-        let v = qkv.get(2)?.contiguous()?;
-        let probs = kernels::masked_softmax_train(&q.matmul(&k.t()?)?, bias)?;
-        let probs = self.attention_dropout.forward(&probs, true)?;
-        probs
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .reshape((batch, seq, self.num_heads * self.head_dim))
     }
 }
 
@@ -536,7 +229,7 @@ impl BertModel {
     }
 
     pub fn device(&self) -> &Device {
-        self.embeddings.word_embeddings.embeddings().device()
+        self.embeddings.device()
     }
 
     /// Runs the first `depth` layers and returns the hidden state after each of them:
