@@ -11,6 +11,7 @@ pub mod input;
 pub mod kind;
 pub mod links;
 mod markdown;
+mod records;
 mod stream;
 
 use std::path::{Path, PathBuf};
@@ -21,7 +22,8 @@ pub use chunk::Chunker;
 pub use document::Source;
 pub use input::CorpusInput;
 pub use kind::FileKind;
-pub use stream::{for_each_record, ParagraphStream, StreamStats};
+pub use records::for_each_record;
+pub use stream::{ParagraphStream, StreamStats};
 
 /// The default text that gets encoded for a paragraph.
 pub const DEFAULT_TEMPLATE: &str = "{title}: {text}";
