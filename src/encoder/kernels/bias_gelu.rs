@@ -1,12 +1,12 @@
 //! `gelu(x + bias)` in one pass, the epilogue candle's GEMM leaves to the caller: profiling the
 //! encoder showed candle spending more time in scalar `erf` from libm than in its big GEMMs.
 
-use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::contiguous_f32;
 use super::math::gelu;
 use super::multiversion;
+use super::rows_and_bias;
 
 multiversion! {
     fn bias_gelu_row(out: &mut [f32], xs: &[f32], bias: &[f32]) {
@@ -31,12 +31,8 @@ impl CustomOp2 for BiasGelu {
         bias: &CpuStorage,
         bias_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32(xs, xs_layout)?;
-        let bias = contiguous_f32(bias, bias_layout)?;
+        let (src, bias) = rows_and_bias(xs, xs_layout, bias, bias_layout)?;
         let width = bias.len();
-        if width == 0 || src.len() % width != 0 {
-            bail!("bias width does not divide the input");
-        }
         let mut dst = vec![0f32; src.len()];
         dst.par_chunks_mut(width)
             .zip(src.par_chunks(width))

@@ -24,6 +24,23 @@ pub(super) fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Re
     }
 }
 
+/// The rows of `xs` (contiguous f32, `[.., width]`) and `bias`, refused unless the bias is one
+/// row wide: what the bias kernels (inference's bias-GELU, training's bias add) both start from.
+pub(super) fn rows_and_bias<'a>(
+    xs: &'a CpuStorage,
+    xs_layout: &Layout,
+    bias: &'a CpuStorage,
+    bias_layout: &Layout,
+) -> Result<(&'a [f32], &'a [f32])> {
+    let src = contiguous_f32(xs, xs_layout)?;
+    let bias = contiguous_f32(bias, bias_layout)?;
+    let width = xs_layout.shape().dims().last().copied().unwrap_or(1);
+    if bias.is_empty() || bias.len() != width {
+        bail!("a bias of {} for rows of {width}", bias.len());
+    }
+    Ok((src, bias))
+}
+
 /// Defines `$name(args)` that runs `$body` compiled for AVX-512 or AVX2+FMA when the CPU has
 /// them (the crate itself targets baseline x86-64), so the loops inside vectorise wide. The body
 /// is instantiated inside each `target_feature` function rather than called through a closure:
