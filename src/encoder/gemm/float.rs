@@ -71,12 +71,7 @@ impl PanelSource for F32Source {
                 }
             }
         }
-        for (r, acc) in acc.iter().enumerate() {
-            for (v, &a) in acc.iter().enumerate() {
-                let at = tile.out.add(r * tile.out_dim + v * 16);
-                _mm512_mask_storeu_ps(at, tile.lanes(v * 16), a);
-            }
-        }
+        tile.store(&acc);
     }
 }
 

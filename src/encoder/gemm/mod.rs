@@ -382,6 +382,20 @@ impl<S> Tile<S> {
         first_lanes(self.cols.saturating_sub(first))
     }
 
+    /// Stores `R` rows of f32 sums (`VECS` vectors a row) into the tile's output, masked to its
+    /// columns: how the f32 and bf16 kernels end a tile. Always inlined, so that it is compiled
+    /// with the calling kernel's features and the accumulators stay in its registers.
+    #[inline(always)]
+    unsafe fn store<const R: usize>(&self, acc: &[[std::arch::x86_64::__m512; VECS]; R]) {
+        use std::arch::x86_64::*;
+        for (r, acc) in acc.iter().enumerate() {
+            for (v, &a) in acc.iter().enumerate() {
+                let at = self.out.add(r * self.out_dim + v * 16);
+                _mm512_mask_storeu_ps(at, self.lanes(v * 16), a);
+            }
+        }
+    }
+
     /// Finishes the first `rows` rows' sums, still in L1: adds the bias, then applies
     /// `epilogue`; `at` is the tile's offset in output-shaped arrays (the residual).
     #[target_feature(enable = "avx512f")]
