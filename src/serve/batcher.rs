@@ -15,8 +15,9 @@
 //! [`super::reloading`]), and is encoded and looked up with that one, whatever the server serves by
 //! the time it is answered.
 
-use std::collections::VecDeque;
-use std::ops::Range;
+mod lanes;
+mod lookup;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
@@ -30,9 +31,10 @@ use tokio::sync::oneshot;
 use super::error::ApiError;
 use super::metrics::Metrics;
 use crate::index::Cell;
-use crate::progress::ms_since;
-use crate::retrieve::{Queries, Retriever, SearchResponse, SearchTimings, Strategy};
+use crate::retrieve::{Retriever, SearchResponse, Strategy};
 use crate::vectors::Matrix;
+use lanes::{Bulk, Lanes, Pass};
+use lookup::{run_searches, Encoded};
 
 #[derive(Debug, Clone)]
 pub struct BatchOptions {
@@ -73,8 +75,8 @@ pub struct QueuedSearch {
     pub query: String,
     pub k: usize,
     pub strategy: Strategy,
-    /// Resolved against the index, like the job's depth.
-    pub dim: usize,
+    /// The depth and size, resolved against the index: the job is encoded at `cell.layers`.
+    pub cell: Cell,
     /// Candidates an HNSW index visits (`ef_search`; `None`: the server's setting).
     pub ef_search: Option<usize>,
 }
@@ -99,33 +101,6 @@ impl Reply {
             Self::Vectors(sender) => drop(sender.send(Err(err))),
             Self::Search(_, sender) => drop(sender.send(Err(err))),
         }
-    }
-}
-
-/// A search with its question encoded, on its way to the search thread.
-struct Encoded {
-    retriever: Arc<Retriever>,
-    search: QueuedSearch,
-    depth: usize,
-    /// Full width, one row.
-    vector: Vec<f32>,
-    reply: oneshot::Sender<Result<SearchResponse>>,
-}
-
-/// What searches must share to be looked up in one call: the index build (by address),
-/// depth, size, strategy, k (the last two shape the ranking, not only its length) and efSearch.
-type LookupKey = (usize, usize, usize, Strategy, usize, Option<usize>);
-
-impl Encoded {
-    fn key(&self) -> LookupKey {
-        (
-            Arc::as_ptr(&self.retriever) as usize,
-            self.depth,
-            self.search.dim,
-            self.search.strategy,
-            self.search.k,
-            self.search.ef_search,
-        )
     }
 }
 
@@ -200,14 +175,13 @@ impl Batcher {
     }
 
     /// `retriever`'s index searched with `text` (the question with the encoder's query prefix,
-    /// `tokens` long) at `depth`: encoded in a batch like [`Self::encode`]'s texts, then looked
+    /// `tokens` long) at `search.cell`: encoded in a batch like [`Self::encode`]'s texts, then looked
     /// up together with the rest of its batch's searches.
     pub async fn search(
         &self,
         retriever: Arc<Retriever>,
         text: String,
         tokens: usize,
-        depth: usize,
         search: QueuedSearch,
     ) -> Result<SearchResponse, ApiError> {
         let (reply, answer) = oneshot::channel();
@@ -215,7 +189,7 @@ impl Batcher {
             retriever,
             texts: vec![text],
             tokens: vec![tokens],
-            depth,
+            depth: search.cell.layers,
             reply: Reply::Search(search, reply),
         };
         self.submit(job, answer).await
@@ -243,115 +217,6 @@ impl Batcher {
             .await
             .map_err(|_| ApiError::internal(anyhow!("a worker thread dropped the request")))?
             .map_err(ApiError::internal)
-    }
-}
-
-/// A bulk job being encoded piece by piece: its rows so far.
-struct Bulk {
-    job: Job,
-    /// The first text not yet encoded.
-    next: usize,
-    data: Vec<f32>,
-    cols: usize,
-}
-
-/// The jobs the encoding thread holds, taken off the channel.
-#[derive(Default)]
-struct Lanes {
-    searches: VecDeque<Job>,
-    bulk: VecDeque<Bulk>,
-}
-
-/// What one forward pass encodes: whole searches, then pieces (texts `range` of the `index`-th
-/// bulk job).
-struct Pass {
-    searches: Vec<Job>,
-    pieces: Vec<(usize, Range<usize>)>,
-}
-
-impl Lanes {
-    fn add(&mut self, job: Job) {
-        match job.reply {
-            Reply::Search(..) => self.searches.push_back(job),
-            Reply::Vectors(_) => self.bulk.push_back(Bulk {
-                job,
-                next: 0,
-                data: Vec::new(),
-                cols: 0,
-            }),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.searches.is_empty() && self.bulk.is_empty()
-    }
-
-    fn search_tokens(&self) -> usize {
-        self.searches.iter().map(|j| j.tokens[0]).sum()
-    }
-
-    fn bulk_tokens(&self) -> usize {
-        self.bulk
-            .iter()
-            .map(|b| b.job.tokens[b.next..].iter().sum::<usize>())
-            .sum()
-    }
-
-    /// Forgets the jobs whose clients gave up: they cost nothing more.
-    fn drop_abandoned(&mut self, metrics: &Metrics) {
-        let before = self.searches.len() + self.bulk.len();
-        self.searches.retain(|j| !j.reply.is_closed());
-        self.bulk.retain(|b| !b.job.reply.is_closed());
-        let dropped = before - self.searches.len() - self.bulk.len();
-        metrics.embed_queue.fetch_sub(dropped, Ordering::Relaxed);
-    }
-
-    /// The next pass: every search (within `max_tokens`), then bulk texts within
-    /// `chunk_tokens` (at least one), all for the encoder of the first job. (Each encoding
-    /// thread holds one kind of job, so a pass is searches or a bulk piece.)
-    fn next_pass(
-        &mut self,
-        options: &BatchOptions,
-    ) -> Option<(Arc<crate::encoder::Encoder>, Pass)> {
-        let first = match (self.searches.front(), self.bulk.front()) {
-            (Some(job), _) | (None, Some(Bulk { job, .. })) => job,
-            (None, None) => return None,
-        };
-        let encoder = Arc::clone(&first.retriever.encoder);
-        let mut tokens = 0;
-        let mut searches = Vec::new();
-        while let Some(job) = self.searches.front() {
-            if !Arc::ptr_eq(&job.retriever.encoder, &encoder)
-                || (!searches.is_empty() && tokens + job.tokens[0] > options.max_tokens)
-            {
-                break;
-            }
-            tokens += job.tokens[0];
-            searches.extend(self.searches.pop_front());
-        }
-        let mut bulk_tokens = 0;
-        let mut pieces = Vec::new();
-        'jobs: for (index, bulk) in self.bulk.iter().enumerate() {
-            if !Arc::ptr_eq(&bulk.job.retriever.encoder, &encoder) {
-                break;
-            }
-            let start = bulk.next;
-            let mut end = start;
-            for &t in &bulk.job.tokens[start..] {
-                let fits = bulk_tokens + t <= options.chunk_tokens
-                    && tokens + bulk_tokens + t <= options.max_tokens;
-                if bulk_tokens > 0 && !fits {
-                    break;
-                }
-                bulk_tokens += t;
-                end += 1;
-            }
-            pieces.push((index, start..end));
-            if end < bulk.job.texts.len() {
-                break 'jobs;
-            }
-        }
-        Some((encoder, Pass { searches, pieces }))
     }
 }
 
@@ -501,83 +366,9 @@ fn encode_pass(
             Some(Encoded {
                 retriever: job.retriever,
                 search,
-                depth: job.depth,
                 vector: full.data[row * full.cols..(row + 1) * full.cols].to_vec(),
                 reply,
             })
         })
         .collect()
-}
-
-/// Looks up the searches of each batch (and of any that arrived meanwhile), one call per
-/// [`LookupKey`].
-fn run_searches(encoded: &mpsc::Receiver<Vec<Encoded>>, metrics: &Metrics) {
-    while let Ok(mut searches) = encoded.recv() {
-        searches.extend(encoded.try_iter().flatten());
-        searches.retain(|s| !s.reply.is_closed());
-        searches.sort_by_key(Encoded::key);
-        while !searches.is_empty() {
-            let key = searches[0].key();
-            let same = searches.iter().take_while(|s| s.key() == key).count();
-            let group: Vec<Encoded> = searches.drain(..same).collect();
-            metrics.search_lookups.fetch_add(1, Ordering::Relaxed);
-            metrics
-                .searches_looked_up
-                .fetch_add(group.len() as u64, Ordering::Relaxed);
-            // A panic must fail these searches, not the thread every later one depends on.
-            catch_unwind(AssertUnwindSafe(|| look_up(key, group)))
-                .unwrap_or_else(|_| eprintln!("rag serve: a search panicked"));
-        }
-    }
-}
-
-/// Searches that share `key`, in one call.
-fn look_up((_, depth, dim, strategy, k, ef_search): LookupKey, group: Vec<Encoded>) {
-    let started = Instant::now();
-    let retriever = Arc::clone(&group[0].retriever);
-    let cols = group[0].vector.len();
-    let vectors: Vec<f32> = group
-        .iter()
-        .flat_map(|s| s.vector.iter().copied())
-        .collect();
-    let vectors = Matrix::from_vec(group.len(), cols, vectors);
-    let queries: Vec<&str> = group.iter().map(|s| s.search.query.as_str()).collect();
-    let mut timings = SearchTimings::default();
-    let cell = Cell::new(depth, dim);
-    let ranked = retriever.rank_with_ef(
-        ef_search.or(retriever.tuning.ef_search),
-        Queries {
-            texts: &queries,
-            encoded: Some(&vectors),
-            lexical: None,
-        },
-        strategy,
-        cell,
-        k,
-        &mut timings,
-    );
-    match ranked {
-        Ok(ranked) => {
-            for (search, ranked) in group.into_iter().zip(ranked) {
-                let response = retriever.respond(
-                    &search.search.query,
-                    strategy,
-                    cell,
-                    ranked,
-                    timings.clone(),
-                );
-                let response = response.map(|mut r| {
-                    r.timings.total_ms = ms_since(started);
-                    r
-                });
-                let _ = search.reply.send(response);
-            }
-        }
-        Err(err) => {
-            let message = format!("{err:#}");
-            for search in group {
-                let _ = search.reply.send(Err(anyhow!("search failed: {message}")));
-            }
-        }
-    }
 }

@@ -169,13 +169,13 @@ async fn search(
             query: query.to_owned(),
             k: body.k,
             strategy,
-            dim: cell.dim,
+            cell,
             ef_search: body.ef_search,
         };
         let queued = Instant::now();
         let mut response = ready
             .batcher
-            .search(retriever, prefixed, tokens, cell.layers, search)
+            .search(retriever, prefixed, tokens, search)
             .await?;
         drop(slot);
         // Waiting for a batch and encoding it count as encoding; the look-up timed itself.
