@@ -9,7 +9,9 @@
 //! writes the encoders [`encoder`] loads; its one import the other way is eval's: an STS run
 //! appends its scores to the trained model's card (`train::append_card_section`). [`bench`]
 //! measures. Shared by all: [`files`] (checksums, crash-safe writes), [`progress`], [`rng`],
-//! [`runtime`] (allocator and BLAS set-up) and [`vectors`]; [`skip`] is the tests' loud skip.
+//! [`runtime`] (allocator and BLAS set-up), [`terminal`], [`vectors`] and [`words`] (where text is
+//! cut into words, and why the crate's four word normalisers differ); [`skip`] is the tests'
+//! loud skip.
 //! The `rag` binary's flags live in `src/cli/`, outside the library, which builds without clap
 //! when the `cli` feature is off.
 
@@ -31,3 +33,4 @@ pub mod skip;
 pub mod terminal;
 pub mod train;
 pub mod vectors;
+pub mod words;

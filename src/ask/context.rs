@@ -110,8 +110,8 @@ pub struct Selection {
 
 /// The question's words that carry its meaning: lower-cased, three letters or more, not among
 /// the commonest English words. A relevance signal, not an answer's normalisation (that is
-/// `eval::hotpot::scores::normalize_answer`, the official script's): it splits at every
-/// character that is not a letter or digit, and stems, so that related words meet.
+/// `eval::hotpot::scores::normalize_answer`, the official script's): it splits as
+/// [`crate::words::alphanumeric`] does, and stems, so that related words meet.
 pub fn content_words(text: &str) -> Vec<String> {
     const STOP: [&str; 40] = [
         "the", "and", "for", "are", "was", "were", "which", "what", "who", "whom", "whose", "when",
@@ -119,8 +119,7 @@ pub fn content_words(text: &str) -> Vec<String> {
         "but", "its", "his", "her", "their", "they", "them", "than", "then", "also", "both",
         "same", "into", "about", "there", "been",
     ];
-    let mut words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
+    let mut words: Vec<String> = crate::words::alphanumeric(text)
         .filter(|w| w.chars().count() >= 3)
         .map(str::to_lowercase)
         .filter(|w| !STOP.contains(&w.as_str()))

@@ -56,9 +56,9 @@ fn opens_sentence(rest: &str) -> bool {
 }
 
 /// Whether the text before a full stop ends in a word that does not end a sentence there. The
-/// word is read raw, not through one of the crate's word normalisers: their lower-casing and
-/// splitting at punctuation would lose the capital and the inner dots that tell an initial or
-/// "U.S." from a sentence's last word.
+/// word is read raw, not through one of the crate's word normalisers ([`crate::words`]): their
+/// lower-casing and splitting at punctuation would lose the capital and the inner dots that
+/// tell an initial or "U.S." from a sentence's last word.
 fn is_abbreviation(before: &str) -> bool {
     let word = before
         .rsplit(|c: char| c.is_whitespace() || c == '(' || c == '"')

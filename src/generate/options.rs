@@ -87,14 +87,13 @@ fn bare(text: &str) -> &str {
     text
 }
 
-/// Lower-cased alphanumeric words, articles dropped. Split at every character that is not a
-/// letter or digit, where exact match's normalisation (`eval::hotpot::scores::normalize_answer`)
-/// drops ASCII punctuation and so joins "Jean-Paul" into one word: here "Jean Paul" names the
-/// option "Jean-Paul". No stems or stop words (unlike `ask::context::content_words`): an answer
+/// Lower-cased alphanumeric words ([`crate::words::alphanumeric`]), articles dropped. Split at
+/// every character that is not a letter or digit, where exact match's normalisation
+/// (`eval::hotpot::scores::normalize_answer`) drops ASCII punctuation and so joins "Jean-Paul"
+/// into one word: here "Jean Paul" names the option "Jean-Paul". No stems or stop words (unlike `ask::context::content_words`): an answer
 /// must name an option, not merely be related to it.
 fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
+    crate::words::alphanumeric(text)
         .map(str::to_lowercase)
         .filter(|w| !matches!(w.as_str(), "a" | "an" | "the"))
         .collect()

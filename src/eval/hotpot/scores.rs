@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 /// The official HotpotQA / SQuAD normalisation, in its order: lower-case, drop ASCII
 /// punctuation, drop the articles a/an/the, collapse whitespace. The crate's other word
-/// splitters (`ask::context::content_words`, `generate::options`' words) differ on purpose, and
-/// this one must not follow them: it is the official script's, to the letter, so that exact
+/// splitters (`ask::context::content_words`, `generate::options`' words, both on
+/// [`crate::words::alphanumeric`]) differ on purpose, and this one must not follow them: it is the official script's, to the letter, so that exact
 /// match and F1 compare with published numbers.
 pub fn normalize_answer(s: &str) -> String {
     let lower = s.to_lowercase();
