@@ -415,6 +415,50 @@ fn bad_reductions_are_refused_and_a_failed_fit_leaves_a_resumable_build() {
     assert!(stderr.contains("expected pca:K"), "{stderr}");
 }
 
+/// What a stopped build finished after encoding (BM25 here: the PCA fit after it fails) is kept
+/// when it resumes, and a corpus whose files only got new times (a copy, or data provisioned
+/// again, as a new session's is) is the same corpus: the build resumes instead of starting over,
+/// and the index is then up to date rather than rebuilt.
+#[test]
+fn a_resumed_build_keeps_finished_stages_and_new_file_times_are_the_same_corpus() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 1, 5);
+    let index_dir = tmp.path().join("index");
+    let mut options = common::tiny_build_options(&model, corpus.clone(), &index_dir);
+    options.reduce = Some(PcaSpec { dim: 8 });
+    options.dim = None;
+    assert!(index::build(&options).is_err());
+    let work = index::build::building_dir(&index_dir);
+    let progress: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(work.join("progress.json")).unwrap()).unwrap();
+    assert!(
+        progress["finished"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "bm25"),
+        "{progress}"
+    );
+    let identity = |dir: &Path| {
+        let meta = std::fs::metadata(dir.join("bm25").join("meta.json")).unwrap();
+        (meta.ino(), meta.mtime(), meta.mtime_nsec())
+    };
+    let bm25 = identity(&work);
+    let later = |hours: u64| {
+        let file = std::fs::File::options().write(true).open(&corpus).unwrap();
+        let time = std::time::SystemTime::now() + Duration::from_secs(3600 * hours);
+        file.set_modified(time).unwrap();
+    };
+    later(1);
+    options.reduce = None;
+    let summary = index::build(&options).unwrap();
+    assert_eq!((summary.resumed_from, summary.documents), (5, 5));
+    assert_eq!(identity(&index_dir), bm25, "BM25 was built again");
+    later(2);
+    assert!(index::build(&options).unwrap().up_to_date);
+}
+
 /// `--precision int8`: an index built with it says so in its manifest, int8 questions against
 /// f32 documents find what f32 questions find, with scores within the rounding, and an
 /// evaluation records either side that is not f32, so that it is not resumed across one.
