@@ -31,9 +31,10 @@ use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
 use super::given_vectors::GivenVectors;
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
+use super::removed::Removed;
 use super::sharded::{self, ShardSpec};
 use super::{
-    bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, OpenDir, Pca, PcaSpec,
+    bm25, create_dir, dense_file, links, lock, pca_file, target, DenseIndex, OpenDir, Pca, PcaSpec,
 };
 use crate::corpus::{self, Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
@@ -193,6 +194,10 @@ fn stage_bm25() -> String {
     "bm25".into()
 }
 
+fn stage_links() -> String {
+    "links".into()
+}
+
 fn stage_dense(depth: usize, options: &BuildOptions) -> String {
     let reduce = options.reduce.map_or("none".into(), |r| r.to_string());
     format!("dense L{depth} reduce {reduce} ann {}", options.ann)
@@ -276,6 +281,14 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     };
     if !options.fresh {
         if let Some(manifest) = current_manifest(&index_dir, &plan, &inputs, stored_dim, options) {
+            // Built before the title links were stored: added without touching anything else.
+            if manifest.shard.is_none() && !index_dir.join(links::FST_FILE).exists() {
+                let mut add_links = sync_options(options);
+                (add_links.add, add_links.sync) = (Vec::new(), false);
+                super::update::update_locked(&index_dir, &add_links, None)?;
+                let manifest = Manifest::read(&index_dir)?;
+                return Ok(BuildSummary::up_to_date(index_dir, manifest, started));
+            }
             return Ok(BuildSummary::up_to_date(index_dir, manifest, started));
         }
     }
@@ -333,6 +346,15 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     if !checkpoint.finished.contains(&stage_bm25()) {
         build_bm25(&work, documents, options.progress)?;
         checkpoint.finish(&work, stage_bm25())?;
+    }
+    if !checkpoint.finished.contains(&stage_links()) {
+        let ids_path = work.join(sharded::IDS_FILE);
+        let ids = match ids_path.exists() {
+            true => Some(sharded::read_ids(&ids_path)?),
+            false => None,
+        };
+        links::write_for_store(&work, ids.as_deref(), &Removed::default())?;
+        checkpoint.finish(&work, stage_links())?;
     }
     let reduce = build_vectors(
         &work,

@@ -249,8 +249,7 @@ mod tests {
     #[test]
     fn ranks_exactly_like_scoring_every_match() {
         let mut rng = fastrand::Rng::with_seed(55);
-        let mut word =
-            |rng: &mut fastrand::Rng| format!("w{}", (300.0 * rng.f64().powi(3)) as usize);
+        let word = |rng: &mut fastrand::Rng| format!("w{}", (300.0 * rng.f64().powi(3)) as usize);
         let words = |rng: &mut fastrand::Rng, n: usize| {
             (0..n).map(|_| word(rng)).collect::<Vec<_>>().join(" ")
         };
