@@ -415,6 +415,121 @@ fn bad_reductions_are_refused_and_a_failed_fit_leaves_a_resumable_build() {
     assert!(stderr.contains("expected pca:K"), "{stderr}");
 }
 
+/// What a stopped build finished after encoding (BM25 here: the PCA fit after it fails) is kept
+/// when it resumes, and a corpus whose files only got new times (a copy, or data provisioned
+/// again, as a new session's is) is the same corpus: the build resumes instead of starting over,
+/// and the index is then up to date rather than rebuilt.
+#[test]
+fn a_resumed_build_keeps_finished_stages_and_new_file_times_are_the_same_corpus() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 1, 5);
+    let index_dir = tmp.path().join("index");
+    let mut options = common::tiny_build_options(&model, corpus.clone(), &index_dir);
+    options.reduce = Some(PcaSpec { dim: 8 });
+    options.dim = None;
+    assert!(index::build(&options).is_err());
+    let work = index::build::building_dir(&index_dir);
+    let progress: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(work.join("progress.json")).unwrap()).unwrap();
+    assert!(
+        progress["finished"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "bm25"),
+        "{progress}"
+    );
+    let identity = |dir: &Path| {
+        let meta = std::fs::metadata(dir.join("bm25").join("meta.json")).unwrap();
+        (meta.ino(), meta.mtime(), meta.mtime_nsec())
+    };
+    let bm25 = identity(&work);
+    let later = |hours: u64| {
+        let file = std::fs::File::options().write(true).open(&corpus).unwrap();
+        let time = std::time::SystemTime::now() + Duration::from_secs(3600 * hours);
+        file.set_modified(time).unwrap();
+    };
+    later(1);
+    options.reduce = None;
+    let summary = index::build(&options).unwrap();
+    assert_eq!((summary.resumed_from, summary.documents), (5, 5));
+    assert_eq!(identity(&index_dir), bm25, "BM25 was built again");
+    later(2);
+    assert!(index::build(&options).unwrap().up_to_date);
+}
+
+/// A build stores the second hop's title links (read memory-mapped, not from every title);
+/// an index from before them still searches (its links made from its titles) and gains them
+/// on the next `rag index` of the same corpus, without a rebuild, ranking as before.
+#[test]
+fn title_links_are_stored_and_an_index_from_before_them_gains_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 30, 3);
+    let index_dir = tmp.path().join("index");
+    let options = common::tiny_build_options(&model, corpus, &index_dir);
+    index::build(&options).unwrap();
+    let text = "a note on Topic 12 and on topic 3, not topic 123";
+    let stored = Index::open(&index_dir).unwrap().links().unwrap();
+    let from_titles =
+        index::links::Links::new(Index::open(&index_dir).unwrap().titles().unwrap()).unwrap();
+    assert_eq!(stored.mentioned(text, 0), from_titles.mentioned(text, 0));
+    assert_eq!(
+        stored.mentioned(text, 0).len(),
+        2,
+        "{:?}",
+        stored.mentioned(text, 0)
+    );
+
+    // The index as a build before stored links left it: no files, none in the manifest.
+    let manifest_path = index_dir.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let files = manifest["files"].as_object_mut().unwrap();
+    for name in [index::links::FST_FILE, index::links::IDS_FILE] {
+        assert!(
+            files.remove(name).is_some(),
+            "{name} not in the manifest: {files:?}"
+        );
+        std::fs::remove_file(index_dir.join(name)).unwrap();
+    }
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let search = |dir: &Path| {
+        let retriever = Retriever::open(dir, None, Precision::F32).unwrap();
+        let request = SearchRequest {
+            query: "topic 7 and topic 12",
+            k: 10,
+            strategy: Strategy::new(Mode::Fusion, 2).unwrap(),
+            layers: None,
+            dim: None,
+        };
+        retriever
+            .search(&request)
+            .unwrap()
+            .hits
+            .into_iter()
+            .map(|h| (h.id, h.score))
+            .collect::<Vec<_>>()
+    };
+    let before = search(&index_dir);
+    assert_eq!(
+        Index::open(&index_dir)
+            .unwrap()
+            .links()
+            .unwrap()
+            .mentioned(text, 0),
+        from_titles.mentioned(text, 0)
+    );
+
+    let summary = index::build(&options).unwrap();
+    assert!(summary.up_to_date);
+    assert!(index_dir.join(index::links::FST_FILE).exists());
+    assert_eq!(search(&index_dir), before);
+    let manifest = Index::open(&index_dir).unwrap().manifest;
+    assert_eq!(manifest.updates, 0);
+    assert!(manifest.files.contains_key(index::links::IDS_FILE));
+}
+
 /// `--precision int8`: an index built with it says so in its manifest, int8 questions against
 /// f32 documents find what f32 questions find, with scores within the rounding, and an
 /// evaluation records either side that is not f32, so that it is not resumed across one.

@@ -20,7 +20,7 @@ use std::ops::Range;
 use anyhow::Result;
 
 use crate::corpus::Paragraph;
-use crate::retrieve::links::Links;
+use crate::index::links::Links;
 use crate::retrieve::order;
 
 mod scoring;

@@ -269,14 +269,15 @@ impl CorpusFile {
         }
     }
 
-    /// Whether `input` is still what this records: by fingerprint, or for a record without one
-    /// by reading the input for its sha256.
+    /// Whether `input` is still what this records: by fingerprint, else (a record without
+    /// one, or a file whose time changed: a copy, or data provisioned again) by reading the
+    /// input for its sha256.
     pub fn describes(&self, input: &CorpusInput) -> bool {
         if self.path != input.path || self.bytes != input.bytes {
             return false;
         }
-        if !self.fingerprint.is_empty() {
-            return self.fingerprint == input.fingerprint;
+        if !self.fingerprint.is_empty() && self.fingerprint == input.fingerprint {
+            return true;
         }
         input::sha256(input).is_ok_and(|sha| sha == self.sha256)
     }

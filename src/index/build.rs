@@ -4,7 +4,9 @@
 //! Crash safety: everything is written in `<index>.building/`, beside the live index, which is
 //! only replaced by renames once the new one is complete. Encoding checkpoints every
 //! `chunk_size` documents (docstore and vector files fsynced, then `progress.json` replaced
-//! atomically), so an interrupted build resumes from its last checkpoint.
+//! atomically), so an interrupted build resumes from its last checkpoint. After encoding, BM25
+//! and each depth's faiss files (an HNSW graph of millions of vectors takes an hour) are
+//! recorded as finished as they complete, and a resumed build keeps them.
 //!
 //! With `--dim K` the vectors are cut to their first K dimensions and renormalised as they are
 //! encoded, so the checkpoint, the faiss files and memory all hold K per depth; encoding stops at
@@ -15,7 +17,7 @@
 //! them if the build is interrupted after encoding: the reduction is not part of what a
 //! checkpoint is resumed for, only of what the finished index is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -29,9 +31,10 @@ use super::docstore::{open_truncated, DocStore, DocStoreMark, DocStoreWriter};
 use super::given_vectors::GivenVectors;
 use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
+use super::removed::Removed;
 use super::sharded::{self, ShardSpec};
 use super::{
-    bm25, create_dir, dense_file, lock, pca_file, target, DenseIndex, OpenDir, Pca, PcaSpec,
+    bm25, create_dir, dense_file, links, lock, pca_file, target, DenseIndex, OpenDir, Pca, PcaSpec,
 };
 use crate::corpus::{self, Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
@@ -180,6 +183,32 @@ struct Checkpoint {
     /// The corpus inputs with the checksums taken while encoding read them, set with `encoded`.
     #[serde(default)]
     corpus: Vec<CorpusFile>,
+    /// The stages after encoding already done ([`Stage`]), kept by a resumed build.
+    #[serde(default)]
+    finished: BTreeSet<String>,
+}
+
+/// A step after encoding whose output a resumed build keeps: BM25, or one depth's faiss files
+/// made with these options (a resumed build may ask for another reduction or graph).
+fn stage_bm25() -> String {
+    "bm25".into()
+}
+
+fn stage_links() -> String {
+    "links".into()
+}
+
+fn stage_dense(depth: usize, options: &BuildOptions) -> String {
+    let reduce = options.reduce.map_or("none".into(), |r| r.to_string());
+    format!("dense L{depth} reduce {reduce} ann {}", options.ann)
+}
+
+impl Checkpoint {
+    /// Records `stage` as done, atomically, once its files are written.
+    fn finish(&mut self, work: &Path, stage: String) -> Result<()> {
+        self.finished.insert(stage);
+        files::write_json_atomic(&work.join(PROGRESS_FILE), self)
+    }
 }
 
 /// `index/default` -> `index/default.building`.
@@ -252,6 +281,14 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
     };
     if !options.fresh {
         if let Some(manifest) = current_manifest(&index_dir, &plan, &inputs, stored_dim, options) {
+            // Built before the title links were stored: added without touching anything else.
+            if manifest.shard.is_none() && !index_dir.join(links::FST_FILE).exists() {
+                let mut add_links = sync_options(options);
+                (add_links.add, add_links.sync) = (Vec::new(), false);
+                super::update::update_locked(&index_dir, &add_links, None)?;
+                let manifest = Manifest::read(&index_dir)?;
+                return Ok(BuildSummary::up_to_date(index_dir, manifest, started));
+            }
             return Ok(BuildSummary::up_to_date(index_dir, manifest, started));
         }
     }
@@ -285,11 +322,11 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             });
         }
     }
-    let checkpoint = start_or_resume(&work, &plan, options.fresh)?;
+    let checkpoint = start_or_resume(&work, &plan, &inputs, options.fresh)?;
     let resumed_from = checkpoint.docstore.documents;
 
     let encode_started = Instant::now();
-    let (checkpoint, counts) = match checkpoint.encoded.clone() {
+    let (mut checkpoint, counts) = match checkpoint.encoded.clone() {
         Some(counts) => (checkpoint, counts),
         None => encode_corpus(&encoder, &work, checkpoint, &inputs, options)?,
     };
@@ -306,8 +343,27 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             None => bail!("the corpus has no paragraphs"),
         }
     }
-    build_bm25(&work, documents, options.progress)?;
-    let reduce = build_vectors(&work, &layers, width, encoded_width, documents, options)?;
+    if !checkpoint.finished.contains(&stage_bm25()) {
+        build_bm25(&work, documents, options.progress)?;
+        checkpoint.finish(&work, stage_bm25())?;
+    }
+    if !checkpoint.finished.contains(&stage_links()) {
+        let ids_path = work.join(sharded::IDS_FILE);
+        let ids = match ids_path.exists() {
+            true => Some(sharded::read_ids(&ids_path)?),
+            false => None,
+        };
+        links::write_for_store(&work, ids.as_deref(), &Removed::default())?;
+        checkpoint.finish(&work, stage_links())?;
+    }
+    let reduce = build_vectors(
+        &work,
+        &mut checkpoint,
+        &layers,
+        (width, encoded_width),
+        documents,
+        options,
+    )?;
     let mut manifest = Manifest {
         format_version: CHECKSUMS_FORMAT_VERSION,
         rag_version: env!("CARGO_PKG_VERSION").into(),
@@ -371,14 +427,21 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
 /// here with `--reduce`: the reduction, if any, as the manifest records it.
 fn build_vectors(
     work: &Path,
+    checkpoint: &mut Checkpoint,
     layers: &[usize],
-    width: usize,
-    encoded_width: usize,
+    (width, encoded_width): (usize, usize),
     documents: u64,
     options: &BuildOptions,
 ) -> Result<Option<StoredReduction>> {
     let mut transforms = BTreeMap::new();
     for &depth in layers {
+        let stage = stage_dense(depth, options);
+        if checkpoint.finished.contains(&stage) {
+            if options.reduce.is_some() {
+                transforms.insert(depth, pca_file(depth));
+            }
+            continue;
+        }
         let pca = match options.reduce {
             Some(spec) => {
                 let pca = fit_pca(work, depth, width, documents, spec)
@@ -399,6 +462,7 @@ fn build_vectors(
             documents,
             options.ann,
         )?;
+        checkpoint.finish(work, stage)?;
     }
     Ok(options.reduce.map(|method| StoredReduction {
         method,
@@ -504,13 +568,45 @@ fn sync_options(options: &BuildOptions) -> super::update::UpdateOptions {
     }
 }
 
-fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> {
+fn start_or_resume(
+    work: &Path,
+    plan: &Plan,
+    inputs: &[CorpusInput],
+    fresh: bool,
+) -> Result<Checkpoint> {
     let progress_path = work.join(PROGRESS_FILE);
     if !fresh && progress_path.exists() {
-        if let Ok(checkpoint) = files::read_json::<Checkpoint>(&progress_path) {
+        if let Ok(mut checkpoint) = files::read_json::<Checkpoint>(&progress_path) {
             if &checkpoint.plan == plan {
                 return Ok(checkpoint);
             }
+            // A copy of the corpus, or one provisioned again, has new modification times: once
+            // encoding is done the checkpoint knows each input's checksum, and the same bytes
+            // resume it.
+            let same_but_times = Plan {
+                corpus: checkpoint.plan.corpus.clone(),
+                ..plan.clone()
+            } == checkpoint.plan;
+            if same_but_times
+                && checkpoint.encoded.is_some()
+                && checkpoint.corpus.len() == inputs.len()
+                && checkpoint
+                    .corpus
+                    .iter()
+                    .zip(inputs)
+                    .all(|(c, i)| c.describes(i))
+            {
+                checkpoint.plan = plan.clone();
+                for (file, input) in checkpoint.corpus.iter_mut().zip(inputs) {
+                    file.fingerprint = input.fingerprint.clone();
+                }
+                files::write_json_atomic(&progress_path, &checkpoint)?;
+                return Ok(checkpoint);
+            }
+            eprintln!(
+                "note: {} holds an interrupted build of another model, corpus or settings; starting over",
+                work.display()
+            );
         }
     }
     files::remove_owned_dir(work).context("removing a stale build")?;
@@ -523,6 +619,7 @@ fn start_or_resume(work: &Path, plan: &Plan, fresh: bool) -> Result<Checkpoint> 
         encoded: None,
         corpus_documents: 0,
         corpus: Vec::new(),
+        finished: BTreeSet::new(),
     };
     files::write_json_atomic(&progress_path, &checkpoint)?;
     Ok(checkpoint)

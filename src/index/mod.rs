@@ -32,6 +32,7 @@ pub mod docstore;
 mod flat_file;
 pub mod given_vectors;
 pub mod integrity;
+pub mod links;
 pub mod lock;
 pub mod manifest;
 mod open_dir;
@@ -182,6 +183,20 @@ impl Index {
             }
         }
         anyhow::bail!("document {id} is not in {}", self.dir.display())
+    }
+
+    /// The title links of every served document: each part's stored ones, memory-mapped, or
+    /// for an index from before them, built in memory from its titles.
+    pub fn links(&self) -> Result<links::Links> {
+        let stored: Option<Vec<links::Links>> = self
+            .parts
+            .iter()
+            .map(|part| part.links().cloned())
+            .collect();
+        match stored {
+            Some(parts) => Ok(links::Links::join(parts)),
+            None => links::Links::new(self.titles()?),
+        }
     }
 
     /// Every served document's (id, title), in id order.

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
 use super::integrity::Hashing;
+use super::links::{self, Links};
 use super::removed::{Removed, REMOVED_FILE};
 use super::{bm25, dense_file, docstore, flat_file, integrity, sharded};
 use super::{Cell, DenseIndex, DocStore, Manifest, Pca};
@@ -37,6 +38,8 @@ pub struct OpenDir {
     files: HashMap<usize, flat_file::FlatFile>,
     /// Per depth, the HNSW graph's file (`rag index --ann hnsw`), header checked.
     graphs: HashMap<usize, HnswFile>,
+    /// The stored title links, memory-mapped (`None`: an index from before them).
+    links: Option<Links>,
     dense: Mutex<DenseCache>,
 }
 
@@ -60,6 +63,8 @@ impl OpenDir {
                 docstore::OFFSETS_FILE,
                 sharded::IDS_FILE,
                 REMOVED_FILE,
+                links::FST_FILE,
+                links::IDS_FILE,
                 "bm25/",
                 "pca/",
             ]),
@@ -164,8 +169,10 @@ impl OpenDir {
             }
             None => None,
         };
+        let links = Links::open(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
+            links,
             ids,
             removed,
             bm25,
@@ -208,6 +215,11 @@ impl OpenDir {
     /// Local document `local`, as stored.
     pub fn document(&self, local: u64) -> Result<Paragraph> {
         self.docs.get(local)
+    }
+
+    /// The stored title links (`None`: an index from before them).
+    pub fn links(&self) -> Option<&Links> {
+        self.links.as_ref()
     }
 
     pub fn bm25(&self) -> &bm25::Bm25Index {

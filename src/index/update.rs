@@ -31,7 +31,9 @@ use super::build::building_dir;
 use super::docstore::{DocStoreMark, DocStoreWriter, DOCS_FILE};
 use super::manifest::{CHECKSUMS_FORMAT_VERSION, REMOVALS_FORMAT_VERSION};
 use super::removed::Removed;
-use super::{bm25, compact, dense_file, lock, sharded, target, DenseIndex, Manifest, OpenDir};
+use super::{
+    bm25, compact, dense_file, links, lock, sharded, target, DenseIndex, Manifest, OpenDir,
+};
 use crate::corpus::{Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
@@ -217,7 +219,9 @@ pub(super) fn update_locked(
             .collect::<Vec<_>>()
     });
     let corpus_changed = corpus.as_ref().is_some_and(|c| *c != manifest.corpus);
-    if changes.added.is_empty() && changes.removing.is_empty() && !corpus_changed {
+    let documents_changed = !changes.added.is_empty() || !changes.removing.is_empty();
+    // An index from before stored title links gains them as an update with no other change.
+    if !documents_changed && !corpus_changed && part.links().is_some() {
         return Ok(UpdateSummary {
             index_dir: index_dir.to_path_buf(),
             unchanged: changes.unchanged,
@@ -306,12 +310,14 @@ pub(super) fn update_locked(
         false => removed,
     };
     removed.write(&work)?;
+    links::write_for_store(&work, None, &removed)?;
     manifest.removed = removed.len() as u64;
     // `updates` counts the changes since the corpus the manifest names was read whole: a sync
     // makes the index that corpus's again.
     manifest.updates = match corpus {
         Some(_) => 0,
-        None => manifest.updates + 1,
+        None if documents_changed => manifest.updates + 1,
+        None => manifest.updates,
     };
     manifest.format_version = match removed.is_empty() {
         true => CHECKSUMS_FORMAT_VERSION,

@@ -4,7 +4,6 @@
 
 pub mod fusion;
 pub mod hops;
-pub mod links;
 pub mod order;
 mod request;
 mod response;
@@ -16,6 +15,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 
 use crate::encoder::{Encoder, EncoderOptions, Precision};
+use crate::index::links::Links;
 use crate::index::{Cell, CellRefusal, Index};
 use crate::progress::ms_since;
 use crate::vectors::Matrix;
@@ -52,7 +52,7 @@ pub struct Retriever {
     pub encoder: Arc<Encoder>,
     pub tuning: Tuning,
     /// The index's title links, built on the first search that uses them.
-    links: OnceLock<links::Links>,
+    links: OnceLock<Links>,
 }
 
 impl Retriever {
@@ -92,8 +92,8 @@ impl Retriever {
     }
 
     /// Loads now what searches would otherwise load on first use: every vector file, and the
-    /// title links when the tuning uses them (reading every title: about 2 s on the 19k
-    /// sample), so that a server's first request does not pay for them.
+    /// title links when the tuning uses them (an index from before stored links reads every
+    /// title for them), so that a server's first request does not pay for them.
     pub fn preload(&self) -> Result<()> {
         self.index.preload()?;
         if self.tuning.link_weight > 0.0 {
@@ -130,13 +130,13 @@ impl Retriever {
         Ok(self)
     }
 
-    /// The title links of the index, built on first use. Two searches racing here may both
-    /// build them; one result is kept.
-    fn links(&self) -> Result<&links::Links> {
+    /// The title links of the index, opened (or for an older index, built) on first use. Two
+    /// searches racing here may both open them; one result is kept.
+    fn links(&self) -> Result<&Links> {
         if let Some(built) = self.links.get() {
             return Ok(built);
         }
-        let built = links::Links::of_index(&self.index)?;
+        let built = self.index.links()?;
         Ok(self.links.get_or_init(|| built))
     }
 

@@ -8,14 +8,21 @@
 //! where BM25's term scores (f32, whose magnitudes lie far within f64's 53 bits of each other)
 //! add up exactly: the sum is the same in any order, so the same in any shard.
 
+use anyhow::Result;
 use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, Weight};
 use tantivy::{DocId, SegmentReader};
+
+use super::max_score::{self, Best};
 
 /// A query as a tree of boolean clauses over tantivy weights, built once per search and
 /// evaluated per segment.
 pub enum ExactQuery {
-    /// A term, a phrase, or anything else tantivy scores by itself.
-    Leaf(Box<dyn Weight>),
+    /// A term, a phrase, or anything else tantivy scores by itself, with a bound on its score
+    /// where there is one ([`max_score::bound`]).
+    Leaf {
+        weight: Box<dyn Weight>,
+        bound: Option<f64>,
+    },
     /// tantivy's boolean semantics: every `Must`, no `MustNot`, and at least `min_should`
     /// `Should` clauses (at least one when nothing is required); the score is the sum of the
     /// matching `Must` and `Should` clauses.
@@ -26,9 +33,19 @@ pub enum ExactQuery {
 }
 
 impl ExactQuery {
-    pub fn new(query: &dyn Query, scoring: EnableScoring) -> tantivy::Result<Self> {
+    pub fn new(query: &dyn Query, scoring: EnableScoring) -> Result<Self> {
         let Some(boolean) = query.downcast_ref::<BooleanQuery>() else {
-            return Ok(Self::Leaf(query.weight(scoring)?));
+            let bound = match scoring {
+                EnableScoring::Enabled {
+                    statistics_provider,
+                    ..
+                } => max_score::bound(query, statistics_provider)?,
+                EnableScoring::Disabled { .. } => None,
+            };
+            return Ok(Self::Leaf {
+                weight: query.weight(scoring)?,
+                bound,
+            });
         };
         let required = boolean.clauses().iter().any(|c| c.0 == Occur::Must);
         let min_should = boolean
@@ -58,6 +75,48 @@ impl ExactQuery {
         })
     }
 
+    /// Offers `best` each document of `segment` that matches and could be among the best, with
+    /// its score; `id` gives a document's id, or `None` for a deleted one. A disjunction of
+    /// terms and phrases (any question in plain text) skips what cannot enter
+    /// ([`max_score`]); anything else is scored whole.
+    pub fn search(
+        &self,
+        segment: &SegmentReader,
+        best: &mut Best,
+        id: &mut dyn FnMut(DocId) -> Result<Option<u64>>,
+    ) -> Result<()> {
+        if let Some(clauses) = self.bounded_disjunction() {
+            return max_score::search(&clauses, segment, best, id);
+        }
+        let mut failed = None;
+        self.for_each(segment, &mut |doc, score| match id(doc) {
+            Ok(Some(id)) => best.offer(id, score as f32),
+            Ok(None) => {}
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// The clauses with their bounds, if this is a disjunction of bounded leaves.
+    fn bounded_disjunction(&self) -> Option<Vec<(&dyn Weight, f64)>> {
+        let Self::Boolean {
+            clauses,
+            min_should: 1,
+        } = self
+        else {
+            return None;
+        };
+        clauses
+            .iter()
+            .map(|(occur, clause)| match (occur, clause) {
+                (Occur::Should, Self::Leaf { weight, bound }) => Some((weight.as_ref(), (*bound)?)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Calls `matched` with each document of `segment` that matches, ascending, and its score.
     pub fn for_each(
         &self,
@@ -65,7 +124,7 @@ impl ExactQuery {
         matched: &mut dyn FnMut(DocId, f64),
     ) -> tantivy::Result<()> {
         let (clauses, min_should) = match self {
-            Self::Leaf(weight) => {
+            Self::Leaf { weight, .. } => {
                 return weight.for_each(segment, &mut |doc, score| matched(doc, f64::from(score)))
             }
             Self::Boolean {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
 use tantivy::directory::{
     Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
@@ -16,11 +16,12 @@ use tantivy::schema::{
 use tantivy::{doc, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use crate::corpus::Paragraph;
-use crate::index::sharded::top_k;
 
 mod exact;
+mod max_score;
 mod query;
 use exact::ExactQuery;
+use max_score::Best;
 use query::QueryBuilder;
 pub use query::QuerySyntax;
 
@@ -268,24 +269,20 @@ pub fn search_all(
 /// a document's score does not depend on its segment or shard ([`exact`]); equal scores rank by
 /// id.
 fn top_matches(searcher: &Searcher, exact: &ExactQuery, k: usize) -> Result<Vec<(u64, f32)>> {
-    let mut hits = Vec::new();
+    let mut best = Best::new(k);
     for segment in searcher.segment_readers() {
         let ids = segment.fast_fields().u64(ID_FIELD)?;
         let alive = segment.alive_bitset();
-        let mut missing = false;
-        exact.for_each(segment, &mut |doc, score| {
-            if alive.is_none_or(|alive| alive.is_alive(doc)) {
-                match ids.first(doc) {
-                    Some(id) => hits.push((id, score as f32)),
-                    None => missing = true,
-                }
+        exact.search(segment, &mut best, &mut |doc| {
+            if alive.is_some_and(|alive| !alive.is_alive(doc)) {
+                return Ok(None);
             }
+            ids.first(doc)
+                .map(Some)
+                .context("BM25 document without an id")
         })?;
-        if missing {
-            bail!("BM25 document without an id");
-        }
     }
-    Ok(top_k(hits, k))
+    Ok(best.into_sorted())
 }
 
 /// BM25 statistics summed over several indexes' searchers, each with its exact token counts

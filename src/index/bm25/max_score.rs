@@ -1,0 +1,290 @@
+//! The best k documents of a disjunction without scoring every match: MaxScore (Turtle and
+//! Flood, 1995, as Lucene's `MaxScoreBulkScorer` runs it, in windows of documents).
+//!
+//! A question's common words ("the", "of", "was") match most of a corpus, and summing every
+//! one of their postings made BM25 grow with the corpus (seconds per two-hop question at a
+//! million paragraphs). Each clause has a bound on its score; once the k best so far set a
+//! floor, the clauses of smallest bound whose bounds together stay under it are
+//! *non-essential*: a document matching only those cannot enter, so candidates come from the
+//! other clauses' postings alone, and a candidate's non-essential clauses are looked up (a
+//! seek, not a scan) only while they could still lift it over the floor. Every candidate that
+//! can enter is scored in full, in f64 as [`super::exact`] scores, so the top k, their scores
+//! and the order of ties are exactly those of scoring every match.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use anyhow::Result;
+use tantivy::query::{Bm25StatisticsProvider, Bm25Weight, Query, Scorer, Weight};
+use tantivy::{DocId, DocSet, SegmentReader, Term, TERMINATED};
+
+/// Documents per window: the window's sums and matches (8 + 1 bits per document) stay in the
+/// first-level cache, and postings are read in runs.
+const WINDOW: u32 = 4096;
+
+/// A bound on any document's score for a term or phrase query: tantivy's BM25 weight for its
+/// terms with these statistics (as the query's own weight is made) at the largest term
+/// frequency, a hair above it so that f32 rounding can never put a score over it. `None` for any
+/// other query, whose scores have no such bound here.
+pub fn bound(query: &dyn Query, statistics: &dyn Bm25StatisticsProvider) -> Result<Option<f64>> {
+    let kind = query.downcast_ref::<tantivy::query::TermQuery>().is_some()
+        || query
+            .downcast_ref::<tantivy::query::PhraseQuery>()
+            .is_some();
+    if !kind {
+        return Ok(None);
+    }
+    let mut terms: Vec<Term> = Vec::new();
+    query.query_terms(&mut |term, _| terms.push(term.clone()));
+    if terms.is_empty() {
+        return Ok(None);
+    }
+    let weight = Bm25Weight::for_terms(statistics, &terms)?;
+    Ok(Some(f64::from(weight.max_score()) * (1.0 + 1e-5) + 1e-6))
+}
+
+/// The k best (id, score) offered, best first: higher score, then lower id (the order of
+/// [`crate::index::sharded::top_k`]).
+pub struct Best {
+    k: usize,
+    /// The worst of the best on top.
+    heap: BinaryHeap<Ranked>,
+}
+
+#[derive(PartialEq)]
+struct Ranked(f32, u64);
+
+impl Eq for Ranked {}
+
+impl Ord for Ranked {
+    /// Greater is worse: a lower score, then a higher id.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Best {
+    pub fn new(k: usize) -> Self {
+        Self {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    pub fn offer(&mut self, id: u64, score: f32) {
+        if self.k == 0 {
+            return;
+        }
+        let ranked = Ranked(score, id);
+        if self.heap.len() < self.k {
+            self.heap.push(ranked);
+        } else if self.heap.peek().is_some_and(|worst| ranked < *worst) {
+            self.heap.pop();
+            self.heap.push(ranked);
+        }
+    }
+
+    /// The score below which a document cannot enter (one equal to it still can, by a lower
+    /// id): none until k are held.
+    pub fn floor(&self) -> Option<f32> {
+        match self.k {
+            0 => Some(f32::INFINITY),
+            k if self.heap.len() < k => None,
+            _ => self.heap.peek().map(|worst| worst.0),
+        }
+    }
+
+    pub fn into_sorted(self) -> Vec<(u64, f32)> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Ranked(score, id)| (id, score))
+            .collect()
+    }
+}
+
+/// Whether a document whose score is at most `bound` is kept out by `floor`.
+fn below(bound: f64, floor: Option<f32>) -> bool {
+    // f32 rounding is monotone: a score at most `bound` rounds to at most `bound as f32`.
+    floor.is_some_and(|floor| (bound as f32) < floor)
+}
+
+/// Offers `best` every document of `segment` that matches at least one of `clauses` (each a
+/// weight with its score's bound) and could enter, with its exact score; `id` gives a
+/// document's id, or `None` for a deleted one.
+pub fn search(
+    clauses: &[(&dyn Weight, f64)],
+    segment: &SegmentReader,
+    best: &mut Best,
+    id: &mut dyn FnMut(DocId) -> Result<Option<u64>>,
+) -> Result<()> {
+    // Smallest bound first; `prefix[i]` bounds a document's score from clauses[..i].
+    let mut clauses: Vec<(Box<dyn Scorer>, f64)> = clauses
+        .iter()
+        .map(|(weight, bound)| Ok((weight.scorer(segment, 1.0)?, *bound)))
+        .collect::<tantivy::Result<_>>()?;
+    clauses.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let prefix: Vec<f64> = std::iter::once(0.0)
+        .chain(clauses.iter().scan(0.0, |sum, c| {
+            *sum += c.1;
+            Some(*sum)
+        }))
+        .collect();
+    // clauses[essential..] give the candidates.
+    let mut essential = 0;
+    let n = clauses.len();
+    let advance_split = |essential: &mut usize, floor: Option<f32>| {
+        while *essential < n && below(prefix[*essential + 1], floor) {
+            *essential += 1;
+        }
+    };
+    advance_split(&mut essential, best.floor());
+    let mut sums = vec![0.0f64; WINDOW as usize];
+    // One bit per document of the window: visited in order, word by word.
+    let mut matched = [0u64; WINDOW as usize / 64];
+    loop {
+        let start = clauses[essential..]
+            .iter()
+            .map(|c| c.0.doc())
+            .min()
+            .unwrap_or(TERMINATED);
+        if start == TERMINATED {
+            return Ok(());
+        }
+        let end = start.saturating_add(WINDOW).min(TERMINATED);
+        for (scorer, _) in &mut clauses[essential..] {
+            let mut doc = scorer.doc();
+            while doc < end {
+                let slot = (doc - start) as usize;
+                sums[slot] += f64::from(scorer.score());
+                matched[slot / 64] |= 1 << (slot % 64);
+                doc = scorer.advance();
+            }
+        }
+        for word in 0..matched.len() {
+            while matched[word] != 0 {
+                let slot = word * 64 + matched[word].trailing_zeros() as usize;
+                matched[word] &= matched[word] - 1;
+                let doc = start + slot as u32;
+                let score = std::mem::take(&mut sums[slot]);
+                let floor = best.floor();
+                let Some(score) = complete(&mut clauses[..essential], &prefix, doc, score, floor)
+                else {
+                    continue;
+                };
+                if let Some(id) = id(doc)? {
+                    best.offer(id, score as f32);
+                    advance_split(&mut essential, best.floor());
+                }
+            }
+        }
+    }
+}
+
+/// `doc`'s whole score: `score` (its essential clauses') plus its `non_essential` clauses',
+/// looked up largest bound first; `None` as soon as it cannot reach `floor`.
+fn complete(
+    non_essential: &mut [(Box<dyn Scorer>, f64)],
+    prefix: &[f64],
+    doc: DocId,
+    mut score: f64,
+    floor: Option<f32>,
+) -> Option<f64> {
+    for i in (0..non_essential.len()).rev() {
+        if below(score + prefix[i + 1], floor) {
+            return None;
+        }
+        let scorer = &mut non_essential[i].0;
+        // One made non-essential within this window was read past it already (its score is
+        // in `score`): it is never on `doc`.
+        if scorer.doc() < doc {
+            scorer.seek(doc);
+        }
+        if scorer.doc() == doc {
+            score += f64::from(scorer.score());
+        }
+    }
+    (!below(score, floor)).then_some(score)
+}
+
+#[cfg(test)]
+mod tests {
+    use tantivy::query::EnableScoring;
+
+    use super::super::exact::ExactQuery;
+    use super::super::tests::index_of;
+    use super::super::{Bm25Index, QuerySyntax, ID_FIELD};
+    use crate::index::sharded::top_k;
+
+    /// Every match scored, then the best k: what MaxScore must equal.
+    fn every_match(index: &Bm25Index, question: &str, k: usize) -> Vec<(u64, f32)> {
+        let searcher = index.reader.searcher();
+        let query = index.queries.build(question, QuerySyntax::PlainText);
+        let exact = ExactQuery::new(
+            query.as_ref(),
+            EnableScoring::enabled_from_searcher(&searcher),
+        )
+        .unwrap();
+        let mut hits = Vec::new();
+        for segment in searcher.segment_readers() {
+            let ids = segment.fast_fields().u64(ID_FIELD).unwrap();
+            exact
+                .for_each(segment, &mut |doc, score| {
+                    hits.push((ids.first(doc).unwrap(), score as f32))
+                })
+                .unwrap();
+        }
+        top_k(hits, k)
+    }
+
+    /// Zipf-like words over a small vocabulary (common words match most documents, as "the"
+    /// does), repeated documents (equal scores, ranked by id), several segments: the best k
+    /// are the same documents with the same scores in the same order as scoring every match.
+    #[test]
+    fn ranks_exactly_like_scoring_every_match() {
+        let mut rng = fastrand::Rng::with_seed(55);
+        let word = |rng: &mut fastrand::Rng| format!("w{}", (300.0 * rng.f64().powi(3)) as usize);
+        let words = |rng: &mut fastrand::Rng, n: usize| {
+            (0..n).map(|_| word(rng)).collect::<Vec<_>>().join(" ")
+        };
+        let mut docs: Vec<(String, String)> = Vec::new();
+        for i in 0..4000 {
+            let doc = match i % 40 {
+                39 => docs[rng.usize(..docs.len())].clone(),
+                _ => {
+                    let (t, n) = (rng.usize(1..4), rng.usize(1..80));
+                    (words(&mut rng, t), words(&mut rng, n))
+                }
+            };
+            docs.push(doc);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pairs: Vec<(&str, &str)> = docs.iter().map(|(t, x)| (t.as_str(), x.as_str())).collect();
+        let (index, _) = index_of(dir.path(), &pairs);
+        assert!(
+            index.reader.searcher().segment_readers().len() > 1,
+            "one segment only"
+        );
+        for q in 0..80 {
+            let n = rng.usize(1..60);
+            let question = words(&mut rng, n);
+            for k in [1, 3, 10, 50, 400] {
+                let ours = index.search(&question, QuerySyntax::PlainText, k).unwrap();
+                let theirs = every_match(&index, &question, k);
+                assert_eq!(ours.len(), theirs.len(), "question {q}, k {k}");
+                for (a, b) in ours.iter().zip(&theirs) {
+                    assert!(
+                        a.0 == b.0 && a.1.to_bits() == b.1.to_bits(),
+                        "question {q}, k {k}: {ours:?} {theirs:?}"
+                    );
+                }
+            }
+        }
+    }
+}
