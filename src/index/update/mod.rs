@@ -200,6 +200,8 @@ struct Plan {
     /// Documents served afterwards, over all parts.
     documents: u64,
     removed_rows: u64,
+    /// Loaded once documents are given: it cuts them, then encodes the ones added.
+    encoder: Option<Encoder>,
 }
 
 impl Plan {
@@ -233,6 +235,7 @@ impl Plan {
             removed: 0,
             documents: 0,
             removed_rows: parts.iter().map(|p| p.manifest.removed).sum(),
+            encoder: None,
         };
         for title in &options.remove_titles {
             let part = part_of(title);
@@ -265,10 +268,11 @@ impl Plan {
         }
         let mut given = Vec::new();
         let mut digests = Vec::new();
-        if !options.add.is_empty() {
+        if !options.add.is_empty() || !options.documents.is_empty() {
             let encoder = load_encoder(options, &parts[0].manifest)?;
             (given, digests, plan.read) =
                 read_additions(&encoder, options, &parts[0].manifest.template)?;
+            plan.encoder = Some(encoder);
         }
         given.extend(options.documents.iter().cloned());
         let mut seen = std::collections::HashSet::new();
@@ -332,14 +336,10 @@ impl Plan {
     ) -> Result<Vec<Vec<Vec<f32>>>> {
         let started = Instant::now();
         let added: Vec<Paragraph> = self.parts.iter().flat_map(|c| c.added.clone()).collect();
-        let all = match added.is_empty() {
-            true => vec![Vec::new(); manifest.layers.len()],
-            false => encode(
-                &load_encoder(options, manifest)?,
-                manifest,
-                &added,
-                options.progress,
-            )?,
+        // Dropped once used: the model's memory is not held through the rest of the update.
+        let all = match (added.is_empty(), self.encoder.take()) {
+            (false, Some(encoder)) => encode(&encoder, manifest, &added, options.progress)?,
+            _ => vec![Vec::new(); manifest.layers.len()],
         };
         self.encode_seconds = started.elapsed().as_secs_f64();
         let width = manifest.stored_dim;
