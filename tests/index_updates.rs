@@ -375,3 +375,85 @@ fn an_update_killed_anywhere_leaves_the_old_generation_and_the_same_command_fini
     let _ = finished;
     assert!(!rag::index::build::building_dir(&index).exists());
 }
+
+/// The same on a sharded index: additions go to the shard their title hashes to with the next
+/// global ids, removals to the shard that holds them, a shard past the compaction share drops
+/// its rows keeping its global ids, and the sharded index ranks exactly like a fresh build of
+/// the resulting corpus (one index); `--merge` of the updated shards still accepts them.
+#[test]
+fn a_sharded_index_updates_exactly_like_a_fresh_build() {
+    let Some((model, data)) = model_and_data("a_sharded_index_updates_exactly") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, questions) = paragraphs(&data, 200);
+    let questions = &questions[..6];
+    let base = &docs[..150];
+    let base_file = dir.path().join("base.jsonl");
+    write_records(&base_file, base);
+    let index = dir.path().join("sharded");
+    for shard in ["0/2", "1/2"] {
+        let mut args = common::index_args(&model, &[&base_file], &index, &SETTINGS);
+        args.extend(["--shard", shard]);
+        succeed(&args);
+    }
+    succeed(&["index", "--merge", "--index", index.to_str().unwrap()]);
+
+    let mut extra: Vec<(String, String)> = docs[150..200].to_vec();
+    let changed: Vec<(String, String)> = base[10..14]
+        .iter()
+        .map(|(t, x)| (t.clone(), format!("{x} It was revised in 2024.")))
+        .collect();
+    extra.extend(changed.iter().cloned());
+    let extra_file = dir.path().join("extra.jsonl");
+    write_records(&extra_file, &extra);
+    let added = update(&model, &index, &["--add", extra_file.to_str().unwrap()]);
+    assert_eq!(
+        (&added["added"], &added["changed"]),
+        (&json!(50), &json!(4)),
+        "{added}"
+    );
+    let removed: Vec<(String, String)> = base[30..34].to_vec();
+    let mut args = Vec::new();
+    for (title, _) in &removed {
+        args.extend(["--remove", title.as_str()]);
+    }
+    assert_eq!(update(&model, &index, &args)["removed"], json!(4));
+
+    let changed_titles: HashSet<&String> = changed.iter().map(|(t, _)| t).collect();
+    let gone: HashSet<&String> = removed.iter().map(|(t, _)| t).collect();
+    let mut resulting: Vec<(String, String)> = base
+        .iter()
+        .filter(|(t, _)| !changed_titles.contains(t) && !gone.contains(t))
+        .cloned()
+        .collect();
+    resulting.extend(docs[150..200].iter().cloned());
+    resulting.extend(changed.iter().cloned());
+    let resulting_file = dir.path().join("resulting.jsonl");
+    write_records(&resulting_file, &resulting);
+    let fresh = dir.path().join("fresh");
+    build(&model, &resulting_file, &fresh);
+    assert_same_rankings(
+        &index,
+        &fresh,
+        questions,
+        "sharded, after additions and removals",
+    );
+    assert_never_found(&index, &removed);
+
+    // Past the compaction share in both shards.
+    let many: Vec<&String> = resulting[..60].iter().map(|(t, _)| t).collect();
+    let mut args = Vec::new();
+    for title in &many {
+        args.extend(["--remove", title.as_str()]);
+    }
+    let out = update(&model, &index, &args);
+    assert_eq!(out["compacted"], json!(true), "{out}");
+    let left_file = dir.path().join("left.jsonl");
+    write_records(&left_file, &resulting[60..]);
+    build(&model, &left_file, &fresh);
+    assert_same_rankings(&index, &fresh, questions, "sharded, after a compaction");
+    let merged = succeed(&["index", "--merge", "--index", index.to_str().unwrap()]);
+    assert!(merged.contains("2 shards"), "{merged}");
+    assert_same_rankings(&index, &fresh, &questions[..2], "sharded, merged again");
+}

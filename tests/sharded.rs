@@ -264,3 +264,70 @@ fn shards_hits_merged_make_the_run_folder_of_the_single_index() {
         "{line}"
     );
 }
+
+/// An update of a sharded index cut off after its shards were renamed into place but before
+/// `shards.json` named them: searches refuse the index in one line (never a mix of
+/// generations), and the next update puts the shards `shards.json` names back first, then
+/// applies itself.
+#[test]
+fn a_sharded_update_cut_off_before_its_top_manifest_is_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, sharded) = single_and_sharded(dir.path());
+    let model = dir.path().join("model");
+    let top = sharded.join(index::sharded::SHARDS_FILE);
+    let before_top = std::fs::read(&top).unwrap();
+    let before = Index::open(&sharded).unwrap().manifest.build_id();
+    // Copies of every shard as they are, to play the `.old` ones the switch leaves.
+    let copies = dir.path().join("copies");
+    std::fs::create_dir(&copies).unwrap();
+    for i in 0..SHARDS {
+        let name = format!("shard-{i}-of-{SHARDS}");
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(sharded.join(&name))
+            .arg(copies.join(&name))
+            .status()
+            .unwrap();
+        assert!(copied.success());
+    }
+    let remove = |title: &str| {
+        succeed(&[
+            "index",
+            "--model",
+            model.to_str().unwrap(),
+            "--index",
+            sharded.to_str().unwrap(),
+            "--remove",
+            title,
+            "--json",
+        ])
+    };
+    remove("topic 5");
+    assert_ne!(Index::open(&sharded).unwrap().manifest.build_id(), before);
+    // Back to the moment before the top manifest was replaced.
+    std::fs::write(&top, &before_top).unwrap();
+    for i in 0..SHARDS {
+        let name = format!("shard-{i}-of-{SHARDS}");
+        std::fs::rename(copies.join(&name), sharded.join(format!("{name}.old"))).unwrap();
+    }
+    let line = refused(&["search", "topic 5", "--index", sharded.to_str().unwrap()]);
+    assert!(
+        line.contains("rebuilt since the merge") || line.contains("is build"),
+        "{line}"
+    );
+
+    let out: serde_json::Value = serde_json::from_str(&remove("topic 7")).unwrap();
+    assert_eq!(out["removed"], serde_json::json!(1), "{out}");
+    let index = Index::open(&sharded).unwrap();
+    let titles: Vec<String> = index
+        .titles()
+        .unwrap()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    // Rolled back: topic 5 is served again; topic 7 is gone; no `.old` is left.
+    assert!(titles.contains(&"topic 5".to_string()) && !titles.contains(&"topic 7".to_string()));
+    for i in 0..SHARDS {
+        assert!(!sharded.join(format!("shard-{i}-of-{SHARDS}.old")).exists());
+    }
+}

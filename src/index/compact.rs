@@ -1,6 +1,7 @@
 //! Compaction: an index's removed rows ([`super::removed`]) dropped from the document store and
-//! the vector files, and the ids of the documents left renumbered `0..n` in the order they had,
-//! so that rankings (ties by id) do not change. BM25 is rebuilt with the new ids and each HNSW
+//! the vector files, and the ids of the documents left renumbered `0..n` in the order they had
+//! (a shard's keep their global ids, in the same order), so that rankings (ties by id) do not
+//! change. BM25 is rebuilt with the new ids and each HNSW
 //! graph is built again from the stored vectors, as a build builds them: nothing is encoded.
 //! Done in an update's staging folder ([`super::update`]), before it is sealed and installed.
 
@@ -14,8 +15,14 @@ use super::flat_file::FlatFile;
 use super::removed::Removed;
 use super::{bm25, dense_file, DenseIndex, Manifest};
 
-/// Drops `removed` (local ids below `manifest.documents`) from the index being staged in `work`.
-pub fn compact(work: &Path, manifest: &Manifest, removed: &Removed) -> Result<()> {
+/// Drops `removed` (local ids below `manifest.documents`) from the index being staged in `work`;
+/// `ids`, a shard's global ids by local id, gives those of the documents kept.
+pub fn compact(
+    work: &Path,
+    manifest: &Manifest,
+    removed: &Removed,
+    ids: Option<&[u64]>,
+) -> Result<Option<Vec<u64>>> {
     let keep = |local: u64| !removed.contains(local);
     let scratch = work.join("compacting");
     if scratch.exists() {
@@ -58,16 +65,23 @@ pub fn compact(work: &Path, manifest: &Manifest, removed: &Removed) -> Result<()
         }
     }
 
+    let kept = ids.map(|ids| {
+        (0..manifest.documents)
+            .filter(|&l| keep(l))
+            .map(|l| ids[l as usize])
+            .collect::<Vec<_>>()
+    });
     let bm25_dir = work.join("bm25");
     std::fs::remove_dir_all(&bm25_dir)
         .with_context(|| format!("removing {}", bm25_dir.display()))?;
     let store = DocStore::open(work)?;
     bm25::build(
         &bm25_dir,
-        store
-            .iter()
-            .enumerate()
-            .map(|(id, paragraph)| Ok((id as u64, paragraph?))),
+        store.iter().enumerate().map(|(local, paragraph)| {
+            let id = kept.as_ref().map_or(local as u64, |ids| ids[local]);
+            Ok((id, paragraph?))
+        }),
         || {},
-    )
+    )?;
+    Ok(kept)
 }

@@ -145,6 +145,7 @@ fn shard_dirs(dir: &Path) -> Result<Vec<ShardSpec>> {
 /// Checks every shard in `dir` (all present, whole, built alike, ids disjoint and covering the
 /// corpus) and writes the top manifest atomically.
 pub fn merge(dir: &Path) -> Result<Merged> {
+    crate::index::update::recover_sharded(dir)?;
     let specs = shard_dirs(dir)?;
     let Some(count) = specs.first().map(|s| s.count) else {
         bail!(
@@ -189,10 +190,6 @@ pub fn merge(dir: &Path) -> Result<Merged> {
     }
     let documents = check_ids_cover_corpus(&parts)?;
     let first = &parts[0].manifest;
-    let mut hasher = Sha256::new();
-    for entry in &shards {
-        hasher.update(format!("{}\0{}\n", entry.dir, entry.build_id));
-    }
     let top = ShardsManifest {
         format_version: SHARDS_FORMAT_VERSION,
         model: first.model.clone(),
@@ -201,7 +198,7 @@ pub fn merge(dir: &Path) -> Result<Merged> {
         default_dim: first.default_dim,
         template: first.template.clone(),
         documents,
-        build_id: hex::encode(&hasher.finalize()[..8]),
+        build_id: build_id_of(&shards),
         shards,
     };
     crate::files::write_json_atomic(&dir.join(SHARDS_FILE), &top)?;
@@ -211,6 +208,15 @@ pub fn merge(dir: &Path) -> Result<Merged> {
         documents,
         build_id: top.build_id,
     })
+}
+
+/// The build id of a sharded index: the digest of its shards' directories and build ids.
+pub fn build_id_of(shards: &[ShardEntry]) -> String {
+    let mut hasher = Sha256::new();
+    for entry in shards {
+        hasher.update(format!("{}\0{}\n", entry.dir, entry.build_id));
+    }
+    hex::encode(&hasher.finalize()[..8])
 }
 
 /// Refuses a shard that is not the one its directory names, or not built like the first.
@@ -239,9 +245,13 @@ fn check_alike(spec: &ShardSpec, manifest: &Manifest, first: Option<&Manifest>) 
         ),
         ("reduction", manifest.reduce != first.reduce),
         ("approximate index", manifest.ann != first.ann),
+        // Shards updated since the build count a larger corpus than those left as built.
         (
             "corpus size",
-            manifest.shard.map(|s| s.corpus_documents) != first.shard.map(|s| s.corpus_documents),
+            manifest.updates == 0
+                && first.updates == 0
+                && manifest.shard.map(|s| s.corpus_documents)
+                    != first.shard.map(|s| s.corpus_documents),
         ),
     ];
     if let Some((what, _)) = differs.iter().find(|(_, differs)| *differs) {
@@ -250,10 +260,16 @@ fn check_alike(spec: &ShardSpec, manifest: &Manifest, first: Option<&Manifest>) 
     Ok(())
 }
 
-/// Checks that the shards' ids are disjoint and cover `0..N`, N the corpus's document count;
-/// returns N.
+/// Checks that the shards' ids are disjoint and cover `0..N`, N the corpus's document count
+/// (the largest any shard counts: one updated since the build counts the documents added);
+/// returns N. Updated shards may leave ids uncovered: a compaction drops removed rows.
 fn check_ids_cover_corpus(parts: &[OpenDir]) -> Result<u64> {
-    let total = parts[0].manifest.shard.map_or(0, |s| s.corpus_documents);
+    let total = parts
+        .iter()
+        .filter_map(|p| p.manifest.shard.map(|s| s.corpus_documents))
+        .max()
+        .unwrap_or(0);
+    let updated = parts.iter().any(|p| p.manifest.updates > 0);
     let mut seen = vec![false; total as usize];
     for part in parts {
         for local in 0..part.documents() {
@@ -267,7 +283,7 @@ fn check_ids_cover_corpus(parts: &[OpenDir]) -> Result<u64> {
             }
         }
     }
-    if let Some(id) = seen.iter().position(|s| !s) {
+    if let Some(id) = seen.iter().position(|s| !s).filter(|_| !updated) {
         bail!("no shard holds document {id} of {total}; rebuild the shards with the same corpus");
     }
     Ok(total)

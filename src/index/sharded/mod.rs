@@ -86,6 +86,12 @@ pub fn shard_of(title: &str, count: usize) -> usize {
     (head % count as u64) as usize
 }
 
+/// Writes a shard's id column (`ids`, ascending) to `path`, replacing what is there.
+pub fn write_ids(path: &Path, ids: &[u64]) -> Result<()> {
+    let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
 /// Reads a shard's id column, checking that it is ascending (every shard keeps corpus order).
 pub fn read_ids(path: &Path) -> Result<Vec<u64>> {
     let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;

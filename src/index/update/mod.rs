@@ -18,6 +18,9 @@
 //! written last and installed by two renames. Cut off anywhere (kill -9), the live index is
 //! untouched and the same command starts over.
 
+mod shards;
+pub use shards::recover as recover_sharded;
+
 use crate::corpus::StreamStats;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -117,13 +120,10 @@ pub(super) fn update_locked(
 ) -> Result<UpdateSummary> {
     let started = Instant::now();
     target::check_siblings(index_dir)?;
-    files::recover_interrupted_install(index_dir)?;
     if sharded::is_sharded(index_dir) {
-        bail!(
-            "{} is sharded: add or remove documents by rebuilding their shards (`rag index --shard i/n`, then --merge)",
-            index_dir.display()
-        );
+        return shards::update(index_dir, options, started);
     }
+    files::recover_interrupted_install(index_dir)?;
     let manifest = Manifest::read(index_dir)?;
     if let Some(reduce) = &manifest.reduce {
         bail!(
@@ -134,107 +134,27 @@ pub(super) fn update_locked(
     }
     if manifest.shard.is_some() {
         bail!(
-            "{} is one shard of a sharded index: rebuild the shard, then --merge",
+            "{} is one shard of a sharded index: update the sharded index (the folder above it)",
             index_dir.display()
         );
     }
     let part = OpenDir::open(index_dir)?;
-    let served = Served::read(&part)?;
-
-    let mut changes = Changes::default();
-    for title in &options.remove_titles {
-        let local = served.by_title(title).with_context(|| {
-            format!(
-                "--remove {title:?}: no document of {} has this title",
-                index_dir.display()
-            )
-        })?;
-        changes.remove(local);
-        changes.removed += 1;
-    }
-    for source in &options.remove_sources {
-        let found = served.came_from(source);
-        if found.is_empty() {
-            bail!(
-                "--remove-source {}: no document of {} came from it",
-                source.display(),
-                index_dir.display()
-            );
-        }
-        changes.removed += found.len();
-        found.into_iter().for_each(|local| changes.remove(local));
-    }
-
-    let encoder = match options.add.is_empty() && options.documents.is_empty() {
-        true => None,
-        false => Some(load_encoder(options, &manifest)?),
-    };
-    let mut given = Vec::new();
-    let mut digests = Vec::new();
-    let mut read = StreamStats::default();
-    if let Some(encoder) = &encoder {
-        (given, digests, read) = read_additions(encoder, options, &manifest.template)?;
-    }
-    given.extend(options.documents.iter().cloned());
-    let mut seen = std::collections::HashSet::new();
-    for paragraph in given {
-        // The first of a title wins, as in a build.
-        if !seen.insert(paragraph.title.clone()) {
-            read.duplicates += 1;
-            continue;
-        }
-        match served.by_title(&paragraph.title) {
-            Some(local) if part.document(local)? == paragraph => changes.unchanged += 1,
-            Some(local) => {
-                changes.remove(local);
-                changes.changed += 1;
-                changes.added.push(paragraph);
-            }
-            None => {
-                changes.added.push(paragraph);
-                changes.new += 1;
-            }
-        }
-    }
-    if options.sync {
-        for (&local, title) in &served.titles {
-            if !seen.contains(title) {
-                changes.remove(local);
-                changes.removed += 1;
-            }
-        }
-    }
-    if options.sync && changes.added.len() * 2 > seen.len() {
+    let mut plan = Plan::make(std::slice::from_ref(&part), options, corpus)?;
+    if plan.declined {
         return Ok(UpdateSummary {
             declined: true,
             ..Default::default()
         });
     }
-    // A sync names the inputs as read now, with the checksums taken while reading them.
-    let corpus = corpus.map(|inputs| {
-        inputs
-            .iter()
-            .zip(&digests)
-            .map(|(input, sha)| CorpusFile::new(input, sha.clone()))
-            .collect::<Vec<_>>()
-    });
-    let corpus_changed = corpus.as_ref().is_some_and(|c| *c != manifest.corpus);
-    let documents_changed = !changes.added.is_empty() || !changes.removing.is_empty();
+    let corpus_changed = plan
+        .corpus
+        .as_ref()
+        .is_some_and(|c| *c != part.manifest.corpus);
+    let documents_changed = plan.documents_changed();
     // An index from before stored title links gains them as an update with no other change.
     if !documents_changed && !corpus_changed && part.links().is_some() {
-        return Ok(UpdateSummary {
-            index_dir: index_dir.to_path_buf(),
-            unchanged: changes.unchanged,
-            documents: served.titles.len() as u64,
-            removed_rows: manifest.removed,
-            build_id: manifest.build_id(),
-            total_seconds: started.elapsed().as_secs_f64(),
-            up_to_date: true,
-            read,
-            ..Default::default()
-        });
+        return Ok(plan.summary(index_dir, &part.manifest, started, false));
     }
-
     let work = building_dir(index_dir);
     if work.join(super::build::PROGRESS_FILE).exists() {
         bail!(
@@ -242,26 +162,252 @@ pub(super) fn update_locked(
             work.display()
         );
     }
-    files::remove_owned_dir(&work).context("removing a stale update")?;
-    let adding = !changes.added.is_empty();
-    copy_index(index_dir, &work, adding)?;
-    files::mark_owned(&work)?;
+    let first = part.manifest.documents;
+    let added_ids: Vec<u64> = plan.parts[0].order.iter().map(|o| first + o).collect();
+    let vectors = plan.encode(options, &part.manifest)?;
+    let manifest = stage(&part, &plan.parts[0], &vectors[0], &added_ids, &work, |m| {
+        // `updates` counts the changes since the corpus the manifest names was read whole: a
+        // sync makes the index that corpus's again.
+        m.updates = match &plan.corpus {
+            Some(_) => 0,
+            None if documents_changed => m.updates + 1,
+            None => m.updates,
+        };
+        if let Some(corpus) = &plan.corpus {
+            m.corpus = corpus.clone();
+        }
+    })?;
+    drop(part);
+    files::install_dir(&work, index_dir)?;
+    let mut summary = plan.summary(index_dir, &manifest, started, true);
+    summary.compacted = manifest.documents < first + added_ids.len() as u64;
+    Ok(summary)
+}
 
+/// What an update will do, part by part (one for an unsharded index, one per shard).
+struct Plan {
+    parts: Vec<Changes>,
+    /// For a sync, the inputs as read now, with the checksums taken while reading them.
+    corpus: Option<Vec<CorpusFile>>,
+    /// A sync that would encode more than half the corpus: nothing done, a build is cheaper.
+    declined: bool,
+    encode_seconds: f64,
+    read: StreamStats,
+    new: usize,
+    changed: usize,
+    unchanged: usize,
+    removed: usize,
+    /// Documents served afterwards, over all parts.
+    documents: u64,
+    removed_rows: u64,
+}
+
+impl Plan {
+    /// The changes `options` make to `parts` (a document belongs to the part its title's
+    /// shard names, or to the only part).
+    fn make(
+        parts: &[OpenDir],
+        options: &UpdateOptions,
+        corpus: Option<&[CorpusInput]>,
+    ) -> Result<Self> {
+        let served = parts.iter().map(Served::read).collect::<Result<Vec<_>>>()?;
+        let part_of = |title: &str| match parts.len() {
+            1 => 0,
+            n => sharded::shard_of(title, n),
+        };
+        let dir = parts[0]
+            .dir
+            .parent()
+            .filter(|_| parts.len() > 1)
+            .unwrap_or(&parts[0].dir);
+        let mut changes: Vec<Changes> = parts.iter().map(|_| Changes::default()).collect();
+        let mut plan = Self {
+            parts: Vec::new(),
+            corpus: None,
+            declined: false,
+            encode_seconds: 0.0,
+            read: StreamStats::default(),
+            new: 0,
+            changed: 0,
+            unchanged: 0,
+            removed: 0,
+            documents: 0,
+            removed_rows: parts.iter().map(|p| p.manifest.removed).sum(),
+        };
+        for title in &options.remove_titles {
+            let part = part_of(title);
+            let local = served[part].by_title(title).with_context(|| {
+                format!(
+                    "--remove {title:?}: no document of {} has this title",
+                    dir.display()
+                )
+            })?;
+            changes[part].remove(local);
+            plan.removed += 1;
+        }
+        for source in &options.remove_sources {
+            let mut found = 0;
+            for (part, served) in served.iter().enumerate() {
+                let locals = served.came_from(source);
+                found += locals.len();
+                locals
+                    .into_iter()
+                    .for_each(|local| changes[part].remove(local));
+            }
+            if found == 0 {
+                bail!(
+                    "--remove-source {}: no document of {} came from it",
+                    source.display(),
+                    dir.display()
+                );
+            }
+            plan.removed += found;
+        }
+        let mut given = Vec::new();
+        let mut digests = Vec::new();
+        if !options.add.is_empty() {
+            let encoder = load_encoder(options, &parts[0].manifest)?;
+            (given, digests, plan.read) =
+                read_additions(&encoder, options, &parts[0].manifest.template)?;
+        }
+        given.extend(options.documents.iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        for paragraph in given {
+            // The first of a title wins, as in a build.
+            if !seen.insert(paragraph.title.clone()) {
+                plan.read.duplicates += 1;
+                continue;
+            }
+            let part = part_of(&paragraph.title);
+            match served[part].by_title(&paragraph.title) {
+                Some(local) if parts[part].document(local)? == paragraph => plan.unchanged += 1,
+                Some(local) => {
+                    changes[part].remove(local);
+                    changes[part].add(paragraph, plan.new + plan.changed);
+                    plan.changed += 1;
+                }
+                None => {
+                    changes[part].add(paragraph, plan.new + plan.changed);
+                    plan.new += 1;
+                }
+            }
+        }
+        if options.sync {
+            for (part, served) in served.iter().enumerate() {
+                for (&local, title) in &served.titles {
+                    if !seen.contains(title) {
+                        changes[part].remove(local);
+                        plan.removed += 1;
+                    }
+                }
+            }
+        }
+        let added: usize = changes.iter().map(|c| c.added.len()).sum();
+        plan.declined = options.sync && added * 2 > seen.len();
+        plan.corpus = corpus.map(|inputs| {
+            inputs
+                .iter()
+                .zip(&digests)
+                .map(|(input, sha)| CorpusFile::new(input, sha.clone()))
+                .collect()
+        });
+        plan.documents = served.iter().map(|s| s.titles.len() as u64).sum::<u64>() + added as u64
+            - changes.iter().map(|c| c.removing.len() as u64).sum::<u64>();
+        plan.parts = changes;
+        Ok(plan)
+    }
+
+    fn documents_changed(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|c| !c.added.is_empty() || !c.removing.is_empty())
+    }
+
+    /// Each part's added documents' vectors, per depth, at the stored width: all of them
+    /// encoded in one pass.
+    fn encode(
+        &mut self,
+        options: &UpdateOptions,
+        manifest: &Manifest,
+    ) -> Result<Vec<Vec<Vec<f32>>>> {
+        let started = Instant::now();
+        let added: Vec<Paragraph> = self.parts.iter().flat_map(|c| c.added.clone()).collect();
+        let all = match added.is_empty() {
+            true => vec![Vec::new(); manifest.layers.len()],
+            false => encode(
+                &load_encoder(options, manifest)?,
+                manifest,
+                &added,
+                options.progress,
+            )?,
+        };
+        self.encode_seconds = started.elapsed().as_secs_f64();
+        let width = manifest.stored_dim;
+        let mut offset = 0;
+        Ok(self
+            .parts
+            .iter()
+            .map(|c| {
+                let rows = offset * width..(offset + c.added.len()) * width;
+                offset += c.added.len();
+                all.iter()
+                    .map(|depth| depth[rows.clone()].to_vec())
+                    .collect()
+            })
+            .collect())
+    }
+
+    fn summary(
+        &self,
+        index_dir: &Path,
+        manifest: &Manifest,
+        started: Instant,
+        installed: bool,
+    ) -> UpdateSummary {
+        UpdateSummary {
+            index_dir: index_dir.to_path_buf(),
+            added: self.new,
+            changed: self.changed,
+            unchanged: self.unchanged,
+            removed: self.removed,
+            documents: manifest.documents - manifest.removed,
+            removed_rows: manifest.removed,
+            build_id: manifest.build_id(),
+            compacted: false,
+            encode_seconds: self.encode_seconds,
+            total_seconds: started.elapsed().as_secs_f64(),
+            up_to_date: !installed,
+            declined: false,
+            read: self.read.clone(),
+        }
+    }
+}
+
+/// Makes in `work` the new build of `part` with `changes`: the added documents (`vectors`, per
+/// depth; global ids `added_ids`) appended, the removed ones taken out of BM25 and listed (or
+/// dropped by a compaction), the title links written again; `finish` sets what else the
+/// manifest says; then sealed with its manifest written, ready to install. Returns the
+/// manifest.
+fn stage(
+    part: &OpenDir,
+    changes: &Changes,
+    vectors: &[Vec<f32>],
+    added_ids: &[u64],
+    work: &Path,
+    finish: impl FnOnce(&mut Manifest),
+) -> Result<Manifest> {
+    files::remove_owned_dir(work).context("removing a stale update")?;
+    let adding = !changes.added.is_empty();
+    copy_index(&part.dir, work, adding)?;
+    files::mark_owned(work)?;
+    let mut manifest = part.manifest.clone();
     let first = manifest.documents;
-    let mut manifest = manifest;
-    let encode_started = Instant::now();
-    let vectors = match &encoder {
-        Some(encoder) if adding => encode(encoder, &manifest, &changes.added, options.progress)?,
-        _ => Vec::new(),
-    };
-    let encode_seconds = encode_started.elapsed().as_secs_f64();
-    drop(encoder);
     if adding {
         let docs_bytes = std::fs::metadata(work.join(DOCS_FILE))
             .with_context(|| format!("reading {}", work.join(DOCS_FILE).display()))?
             .len();
         let mut docs = DocStoreWriter::open_at(
-            &work,
+            work,
             DocStoreMark {
                 documents: first,
                 docs_bytes,
@@ -271,20 +417,19 @@ pub(super) fn update_locked(
             docs.append(paragraph)?;
         }
         docs.sync()?;
-        for (&depth, rows) in manifest.layers.iter().zip(&vectors) {
-            append_vectors(&part, &work, depth, rows, manifest.ann)?;
+        for (&depth, rows) in manifest.layers.iter().zip(vectors) {
+            append_vectors(part, work, depth, rows, manifest.ann)?;
         }
     }
-    let new_removals = changes.removing.clone();
-    let removed_documents = new_removals
+    let removed_documents = changes
+        .removing
         .iter()
-        .map(|&local| Ok((local, part.document(local)?)))
+        .map(|&local| Ok((part.global(local), part.document(local)?)))
         .collect::<Result<Vec<_>>>()?;
-    let added_documents: Vec<(u64, Paragraph)> = changes
-        .added
+    let added_documents: Vec<(u64, Paragraph)> = added_ids
         .iter()
-        .enumerate()
-        .map(|(i, p)| (first + i as u64, p.clone()))
+        .copied()
+        .zip(changes.added.iter().cloned())
         .collect();
     let mut tokens = part.bm25().token_counts()?;
     bm25::update(
@@ -294,14 +439,23 @@ pub(super) fn update_locked(
         &mut tokens,
     )?;
     manifest.bm25_tokens = Some(tokens);
+    // A shard's ids: the added documents' global ids after its own.
+    let mut ids = match manifest.shard {
+        Some(_) => {
+            let mut ids: Vec<u64> = (0..first).map(|local| part.global(local)).collect();
+            ids.extend_from_slice(added_ids);
+            Some(ids)
+        }
+        None => None,
+    };
     let mut removed = part.removed().ids().to_vec();
-    removed.extend(new_removals);
+    removed.extend(changes.removing.iter().copied());
     let removed = Removed::from_ids(removed);
     manifest.documents = first + changes.added.len() as u64;
     let compacted = removed.len() as f64 > COMPACT_SHARE * manifest.documents as f64;
     let removed = match compacted {
         true => {
-            compact::compact(&work, &manifest, &removed)?;
+            ids = compact::compact(work, &manifest, &removed, ids.as_deref())?;
             manifest.documents -= removed.len() as u64;
             // BM25 built afresh: tantivy's token counts are exact again.
             manifest.bm25_tokens = None;
@@ -309,60 +463,41 @@ pub(super) fn update_locked(
         }
         false => removed,
     };
-    removed.write(&work)?;
-    links::write_for_store(&work, None, &removed)?;
+    if let Some(ids) = &ids {
+        sharded::write_ids(&work.join(sharded::IDS_FILE), ids)?;
+    }
+    removed.write(work)?;
+    links::write_for_store(work, ids.as_deref(), &removed)?;
     manifest.removed = removed.len() as u64;
-    // `updates` counts the changes since the corpus the manifest names was read whole: a sync
-    // makes the index that corpus's again.
-    manifest.updates = match corpus {
-        Some(_) => 0,
-        None if documents_changed => manifest.updates + 1,
-        None => manifest.updates,
-    };
     manifest.format_version = match removed.is_empty() {
         true => CHECKSUMS_FORMAT_VERSION,
         false => REMOVALS_FORMAT_VERSION,
     };
-    if let Some(corpus) = corpus {
-        manifest.corpus = corpus;
-    }
-    files::follow_umask(&work)?;
-    manifest.seal(&work, &[])?;
-    manifest.write(&work)?;
-    drop(part);
-    files::install_dir(&work, index_dir)?;
-    Ok(UpdateSummary {
-        index_dir: index_dir.to_path_buf(),
-        added: changes.new,
-        changed: changes.changed,
-        unchanged: changes.unchanged,
-        removed: changes.removed,
-        documents: manifest.documents - manifest.removed,
-        removed_rows: manifest.removed,
-        build_id: manifest.build_id(),
-        compacted,
-        encode_seconds,
-        total_seconds: started.elapsed().as_secs_f64(),
-        up_to_date: false,
-        declined: false,
-        read,
-    })
+    finish(&mut manifest);
+    files::follow_umask(work)?;
+    manifest.seal(work, &[])?;
+    manifest.write(work)?;
+    Ok(manifest)
 }
 
-/// What an update does.
+/// What an update does to one part.
 #[derive(Default)]
 struct Changes {
     /// Documents to add, in the order given, ids following the index's last.
     added: Vec<Paragraph>,
+    /// Each added document's place among all the update adds (over every part), which
+    /// orders their ids as in a build of the resulting corpus.
+    order: Vec<u64>,
     /// Local ids taken out by this update.
     removing: Vec<u64>,
-    new: usize,
-    changed: usize,
-    unchanged: usize,
-    removed: usize,
 }
 
 impl Changes {
+    fn add(&mut self, paragraph: Paragraph, order: usize) {
+        self.added.push(paragraph);
+        self.order.push(order as u64);
+    }
+
     fn remove(&mut self, local: u64) {
         if !self.removing.contains(&local) {
             self.removing.push(local);
