@@ -17,8 +17,16 @@ use serde_json::{json, Value};
 
 use common::{refused, succeed};
 
-/// The real encoder and the shared HotpotQA sample, or a loud skip.
-fn model_and_data(test: &str) -> Option<(PathBuf, PathBuf)> {
+/// What each test starts from: the real encoder, a scratch directory, and the first `n`
+/// paragraphs of the shared HotpotQA sample with its questions; or a loud skip.
+struct Setup {
+    model: PathBuf,
+    dir: tempfile::TempDir,
+    docs: Vec<(String, String)>,
+    questions: Vec<String>,
+}
+
+fn setup(test: &str, n: usize) -> Option<Setup> {
     let Some(model) = common::default_model() else {
         common::missing(test, "models", "the default encoder is not in data/models");
         return None;
@@ -27,7 +35,13 @@ fn model_and_data(test: &str) -> Option<(PathBuf, PathBuf)> {
         common::missing(test, "data", "../shared/data/hotpotqa is not there");
         return None;
     };
-    Some((model, data))
+    let (docs, questions) = paragraphs(&data, n);
+    Some(Setup {
+        model,
+        dir: tempfile::tempdir().unwrap(),
+        docs,
+        questions,
+    })
 }
 
 /// The first `n` distinct paragraphs of the distractor sample, as (title, text), and questions.
@@ -184,11 +198,15 @@ fn assert_never_found(index: &Path, gone: &[(String, String)]) {
 
 #[test]
 fn updates_rank_exactly_like_a_fresh_build_of_the_resulting_corpus() {
-    let Some((model, data)) = model_and_data("updates_rank_exactly_like_a_fresh_build") else {
+    let Some(Setup {
+        model,
+        dir,
+        docs,
+        questions,
+    }) = setup("updates_rank_exactly_like_a_fresh_build", 420)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, questions) = paragraphs(&data, 420);
     assert_eq!(docs.len(), 420);
     let questions = &questions[..12];
     let base = &docs[..300];
@@ -285,11 +303,12 @@ fn updates_rank_exactly_like_a_fresh_build_of_the_resulting_corpus() {
 
 #[test]
 fn bad_updates_are_refused_in_one_line_and_change_nothing() {
-    let Some((model, data)) = model_and_data("bad_updates_are_refused") else {
+    let Some(Setup {
+        model, dir, docs, ..
+    }) = setup("bad_updates_are_refused", 30)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, _) = paragraphs(&data, 30);
     let (_, index) = base_index(&model, dir.path(), &docs);
     let generation = |index: &Path| rag::index::build_on_disk(index).unwrap();
     let before = generation(&index);
@@ -333,11 +352,12 @@ fn bad_updates_are_refused_in_one_line_and_change_nothing() {
 
 #[test]
 fn an_update_killed_anywhere_leaves_the_old_generation_and_the_same_command_finishes_it() {
-    let Some((model, data)) = model_and_data("an_update_killed_anywhere") else {
+    let Some(Setup {
+        model, dir, docs, ..
+    }) = setup("an_update_killed_anywhere", 160)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, _) = paragraphs(&data, 160);
     let (corpus, index) = base_index(&model, dir.path(), &docs[..100]);
     let extra = dir.path().join("extra.jsonl");
     write_records(&extra, &docs[100..]);
@@ -382,11 +402,15 @@ fn an_update_killed_anywhere_leaves_the_old_generation_and_the_same_command_fini
 /// the resulting corpus (one index); `--merge` of the updated shards still accepts them.
 #[test]
 fn a_sharded_index_updates_exactly_like_a_fresh_build() {
-    let Some((model, data)) = model_and_data("a_sharded_index_updates_exactly") else {
+    let Some(Setup {
+        model,
+        dir,
+        docs,
+        questions,
+    }) = setup("a_sharded_index_updates_exactly", 200)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, questions) = paragraphs(&data, 200);
     let questions = &questions[..6];
     let base = &docs[..150];
     let base_file = dir.path().join("base.jsonl");
