@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # HNSW recall@10 against flat and warm /search latency by efSearch on an index with a graph
 # (issue 53: recall@10 >= 0.98 at p50 <= 10 ms), and exact search (efSearch 0) on the same
-# index, from one server: eval/scale/results/ef_search/{verify-efN.txt,serve.json}.
-#   eval/scale/ef_search.sh INDEX [EF...]     (default EF: 64 128 256)
+# index, from one server: eval/scale/results/ef_search/{verify-efN.txt,serve.json} (OUT=DIR for
+# another index's results).
+#   [OUT=DIR] eval/scale/ef_search.sh INDEX [EF...]     (default EF: 64 128 256)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
 index=$1; shift
 efs=("$@")
 [ ${#efs[@]} -gt 0 ] || efs=(64 128 256)
-out=eval/scale/results/ef_search
+out=${OUT:-eval/scale/results/ef_search}
 mkdir -p "$out"
 modes=()
 for ef in "${efs[@]}"; do
