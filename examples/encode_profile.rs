@@ -4,31 +4,20 @@
 //!   encode_profile CORPUS MODEL_DIR [BATCH=64] [ROUNDS=5] [PRECISION=f32] [LAYERS=6]
 //! Prints JSON.
 
-use anyhow::{Context, Result};
-use rag::corpus::ParagraphStream;
+mod common;
+
+use anyhow::Result;
 use rag::encoder::profile;
-use rag::encoder::{Encoder, EncoderOptions, Precision};
+use rag::encoder::{Encoder, EncoderOptions};
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or(default.to_string());
-    let corpus = std::path::PathBuf::from(arg(
-        0,
-        "../shared/data/hotpotqa/hotpot_dev_distractor_sample.json",
-    ));
-    let model_dir = std::path::PathBuf::from(arg(1, "data/models/all-MiniLM-L6-v2"));
-    let batch: usize = arg(2, "64").parse().context("batch")?;
-    let rounds: usize = arg(3, "5").parse().context("rounds")?;
-    let precision = match arg(4, "f32").as_str() {
-        "int8" => Precision::Int8,
-        "bf16" => Precision::Bf16,
-        _ => Precision::F32,
-    };
-    let layers: usize = arg(5, "6").parse().context("layers")?;
-    let texts: Vec<String> = ParagraphStream::open(std::slice::from_ref(&corpus), false)
-        .take(batch)
-        .map(|p| p.map(|p| p.render("{title}: {text}")))
-        .collect::<Result<_>>()?;
+    let args = common::Args::from_env();
+    let model_dir = args.model_dir();
+    let batch: usize = args.parsed(2, "64", "batch")?;
+    let rounds: usize = args.parsed(3, "5", "rounds")?;
+    let precision = args.precision(4, "f32")?;
+    let layers: usize = args.parsed(5, "6", "layers")?;
+    let texts = common::paragraphs(&args.corpus(), batch)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let options = EncoderOptions {
         max_length: Some(256),

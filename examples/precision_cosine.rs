@@ -5,33 +5,23 @@
 //! Prints JSON: per depth the lowest, 1st-percentile and median cosine, and how many fall
 //! under 0.99.
 
+mod common;
+
 use anyhow::{Context, Result};
-use rag::corpus::ParagraphStream;
 use rag::encoder::{Encoder, EncoderOptions, Precision};
 use rag::vectors::cosine;
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or(default.to_string());
-    let corpus = std::path::PathBuf::from(arg(
-        0,
-        "../shared/data/hotpotqa/hotpot_dev_distractor_sample.json",
-    ));
-    let model_dir = std::path::PathBuf::from(arg(1, "data/models/all-MiniLM-L6-v2"));
-    let limit: usize = arg(2, "500").parse().context("LIMIT")?;
-    let precision = match arg(3, "int8").as_str() {
-        "int8" => Precision::Int8,
-        "bf16" => Precision::Bf16,
-        other => anyhow::bail!("PRECISION: int8 or bf16, not {other}"),
-    };
-    let layers: Vec<usize> = arg(4, "6,3,1")
+    let args = common::Args::from_env();
+    let model_dir = args.model_dir();
+    let limit: usize = args.parsed(2, "500", "LIMIT")?;
+    let precision = args.precision(3, "int8")?;
+    let layers: Vec<usize> = args
+        .get(4, "6,3,1")
         .split(',')
         .map(|d| d.parse().context("LAYERS"))
         .collect::<Result<_>>()?;
-    let texts: Vec<String> = ParagraphStream::open(std::slice::from_ref(&corpus), false)
-        .take(limit)
-        .map(|p| p.map(|p| p.render("{title}: {text}")))
-        .collect::<Result<_>>()?;
+    let texts = common::paragraphs(&args.corpus(), limit)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let encode = |precision| -> Result<_> {
         let options = EncoderOptions {

@@ -17,8 +17,16 @@ use serde_json::{json, Value};
 
 use common::{refused, succeed};
 
-/// The real encoder and the shared HotpotQA sample, or a loud skip.
-fn model_and_data(test: &str) -> Option<(PathBuf, PathBuf)> {
+/// What each test starts from: the real encoder, a scratch directory, and the first `n`
+/// paragraphs of the shared HotpotQA sample with its questions; or a loud skip.
+struct Setup {
+    model: PathBuf,
+    dir: tempfile::TempDir,
+    docs: Vec<(String, String)>,
+    questions: Vec<String>,
+}
+
+fn setup(test: &str, n: usize) -> Option<Setup> {
     let Some(model) = common::default_model() else {
         common::missing(test, "models", "the default encoder is not in data/models");
         return None;
@@ -27,7 +35,13 @@ fn model_and_data(test: &str) -> Option<(PathBuf, PathBuf)> {
         common::missing(test, "data", "../shared/data/hotpotqa is not there");
         return None;
     };
-    Some((model, data))
+    let (docs, questions) = paragraphs(&data, n);
+    Some(Setup {
+        model,
+        dir: tempfile::tempdir().unwrap(),
+        docs,
+        questions,
+    })
 }
 
 /// The first `n` distinct paragraphs of the distractor sample, as (title, text), and questions.
@@ -76,17 +90,40 @@ fn build(model: &Path, corpus: &Path, index: &Path) {
     succeed(&args);
 }
 
-fn update(model: &Path, index: &Path, extra: &[&str]) -> Value {
+/// `docs` written to `base.jsonl` in `dir` and built into `dir/index`: that file and the index.
+fn base_index(model: &Path, dir: &Path, docs: &[(String, String)]) -> (PathBuf, PathBuf) {
+    let corpus = dir.join("base.jsonl");
+    write_records(&corpus, docs);
+    let index = dir.join("index");
+    build(model, &corpus, &index);
+    (corpus, index)
+}
+
+/// `rag index` on `index` with `model`, then `extra`.
+fn index_command<'a>(model: &'a Path, index: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "index",
         "--model",
         model.to_str().unwrap(),
         "--index",
         index.to_str().unwrap(),
-        "--json",
     ];
     args.extend_from_slice(extra);
+    args
+}
+
+fn update(model: &Path, index: &Path, extra: &[&str]) -> Value {
+    let mut args = index_command(model, index, &["--json"]);
+    args.extend_from_slice(extra);
     serde_json::from_str(&succeed(&args)).unwrap()
+}
+
+/// `--remove TITLE` for each of `titles`.
+fn removing<'a>(titles: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
+    titles
+        .into_iter()
+        .flat_map(|title| ["--remove", title.as_str()])
+        .collect()
 }
 
 /// Every mode, one hop and two, through the HNSW graph (the stored size, efSearch past the
@@ -161,11 +198,15 @@ fn assert_never_found(index: &Path, gone: &[(String, String)]) {
 
 #[test]
 fn updates_rank_exactly_like_a_fresh_build_of_the_resulting_corpus() {
-    let Some((model, data)) = model_and_data("updates_rank_exactly_like_a_fresh_build") else {
+    let Some(Setup {
+        model,
+        dir,
+        docs,
+        questions,
+    }) = setup("updates_rank_exactly_like_a_fresh_build", 420)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, questions) = paragraphs(&data, 420);
     assert_eq!(docs.len(), 420);
     let questions = &questions[..12];
     let base = &docs[..300];
@@ -197,11 +238,7 @@ fn updates_rank_exactly_like_a_fresh_build_of_the_resulting_corpus() {
 
     // Five titles out, then one of them back with its old text.
     let removed: Vec<(String, String)> = base[40..45].to_vec();
-    let mut args = Vec::new();
-    for (title, _) in &removed {
-        args.extend(["--remove", title.as_str()]);
-    }
-    let out = update(&model, &index, &args);
+    let out = update(&model, &index, &removing(removed.iter().map(|(t, _)| t)));
     assert_eq!(out["removed"], json!(5), "{out}");
     assert_eq!(out["compacted"], json!(false), "{out}");
     let back_file = dir.path().join("back.jsonl");
@@ -229,12 +266,11 @@ fn updates_rank_exactly_like_a_fresh_build_of_the_resulting_corpus() {
     assert!(verified.contains("is whole"), "{verified}");
 
     // Past the compaction share: the rows go, the ids are renumbered, rankings stay.
-    let many: Vec<&String> = resulting[..100].iter().map(|(t, _)| t).collect();
-    let mut args = Vec::new();
-    for title in &many {
-        args.extend(["--remove", title.as_str()]);
-    }
-    let out = update(&model, &index, &args);
+    let out = update(
+        &model,
+        &index,
+        &removing(resulting[..100].iter().map(|(t, _)| t)),
+    );
     assert_eq!(out["compacted"], json!(true), "{out}");
     assert_eq!(out["removed_rows"], json!(0), "{out}");
     let left: Vec<(String, String)> = resulting[100..].to_vec();
@@ -267,24 +303,16 @@ fn updates_rank_exactly_like_a_fresh_build_of_the_resulting_corpus() {
 
 #[test]
 fn bad_updates_are_refused_in_one_line_and_change_nothing() {
-    let Some((model, data)) = model_and_data("bad_updates_are_refused") else {
+    let Some(Setup {
+        model, dir, docs, ..
+    }) = setup("bad_updates_are_refused", 30)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, _) = paragraphs(&data, 30);
-    let corpus = dir.path().join("base.jsonl");
-    write_records(&corpus, &docs);
-    let index = dir.path().join("index");
-    build(&model, &corpus, &index);
+    let (_, index) = base_index(&model, dir.path(), &docs);
     let generation = |index: &Path| rag::index::build_on_disk(index).unwrap();
     let before = generation(&index);
-    let base = [
-        "index",
-        "--model",
-        model.to_str().unwrap(),
-        "--index",
-        index.to_str().unwrap(),
-    ];
+    let base = index_command(&model, &index, &[]);
     let line = refused(&[&base[..], &["--remove", "No Such Title"]].concat());
     assert!(line.contains("--remove \"No Such Title\""), "{line}");
     let line = refused(&[&base[..], &["--remove-source", "notes/nowhere.md"]].concat());
@@ -324,30 +352,20 @@ fn bad_updates_are_refused_in_one_line_and_change_nothing() {
 
 #[test]
 fn an_update_killed_anywhere_leaves_the_old_generation_and_the_same_command_finishes_it() {
-    let Some((model, data)) = model_and_data("an_update_killed_anywhere") else {
+    let Some(Setup {
+        model, dir, docs, ..
+    }) = setup("an_update_killed_anywhere", 160)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, _) = paragraphs(&data, 160);
-    let corpus = dir.path().join("base.jsonl");
-    write_records(&corpus, &docs[..100]);
+    let (corpus, index) = base_index(&model, dir.path(), &docs[..100]);
     let extra = dir.path().join("extra.jsonl");
     write_records(&extra, &docs[100..]);
-    let index = dir.path().join("index");
-    build(&model, &corpus, &index);
     let old = rag::index::build_on_disk(&index).unwrap();
-    let args = [
-        "index",
-        "--model",
-        model.to_str().unwrap(),
-        "--index",
-        index.to_str().unwrap(),
-        "--add",
-        extra.to_str().unwrap(),
-    ];
+    let args = index_command(&model, &index, &["--add", extra.to_str().unwrap()]);
     let mut finished = None;
     for delay_ms in [150, 600, 1200, 2000, 3000, 4500] {
-        let mut child = common::rag().args(args).spawn().unwrap();
+        let mut child = common::rag().args(&args).spawn().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         let _ = child.kill(); // SIGKILL
         let status = child.wait().unwrap();
@@ -384,11 +402,15 @@ fn an_update_killed_anywhere_leaves_the_old_generation_and_the_same_command_fini
 /// the resulting corpus (one index); `--merge` of the updated shards still accepts them.
 #[test]
 fn a_sharded_index_updates_exactly_like_a_fresh_build() {
-    let Some((model, data)) = model_and_data("a_sharded_index_updates_exactly") else {
+    let Some(Setup {
+        model,
+        dir,
+        docs,
+        questions,
+    }) = setup("a_sharded_index_updates_exactly", 200)
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (docs, questions) = paragraphs(&data, 200);
     let questions = &questions[..6];
     let base = &docs[..150];
     let base_file = dir.path().join("base.jsonl");

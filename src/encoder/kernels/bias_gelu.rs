@@ -2,11 +2,10 @@
 //! encoder showed candle spending more time in scalar `erf` from libm than in its big GEMMs.
 
 use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
-use rayon::prelude::*;
 
+use super::map_rows_with_bias;
 use super::math::gelu;
 use super::multiversion;
-use super::rows_and_bias;
 
 multiversion! {
     fn bias_gelu_row(out: &mut [f32], xs: &[f32], bias: &[f32]) {
@@ -31,13 +30,8 @@ impl CustomOp2 for BiasGelu {
         bias: &CpuStorage,
         bias_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (src, bias) = rows_and_bias(xs, xs_layout, bias, bias_layout)?;
-        let width = bias.len();
-        let mut dst = vec![0f32; src.len()];
-        dst.par_chunks_mut(width)
-            .zip(src.par_chunks(width))
-            .for_each(|(d, s)| bias_gelu_row(d, s, bias));
-        Ok((CpuStorage::F32(dst), xs_layout.shape().clone()))
+        // One row a work item, as this kernel has always split its work.
+        map_rows_with_bias((xs, xs_layout), (bias, bias_layout), |_| 1, bias_gelu_row)
     }
 }
 

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 pub use self::gelu::gelu_train;
 pub use self::layer_norm::layer_norm;
 use super::math::softmax_in_place;
-use super::{contiguous_f32, multiversion, rows_and_bias};
+use super::{contiguous_f32, map_rows_with_bias, multiversion};
 
 /// Elements per parallel work item of the element-wise kernels.
 const ELEMENTWISE_CHUNK: usize = 1 << 14;
@@ -171,12 +171,15 @@ impl CustomOp2 for BiasAdd {
         bias: &CpuStorage,
         bias_layout: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (src, bias) = rows_and_bias(xs, xs_layout, bias, bias_layout)?;
-        let width = bias.len();
-        let mut out = src.to_vec();
-        out.par_chunks_mut(width * rows_per_item(width))
-            .for_each(|rows| add_to_rows(rows, bias));
-        Ok((CpuStorage::F32(out), xs_layout.shape().clone()))
+        map_rows_with_bias(
+            (xs, xs_layout),
+            (bias, bias_layout),
+            rows_per_item,
+            |out, xs, bias| {
+                out.copy_from_slice(xs);
+                add_to_rows(out, bias);
+            },
+        )
     }
 
     fn bwd(

@@ -7,7 +7,8 @@ mod bias_gelu;
 mod differentiable;
 mod math;
 
-use candle_core::{bail, CpuStorage, Layout, Result};
+use candle_core::{bail, CpuStorage, Layout, Result, Shape};
+use rayon::prelude::*;
 
 pub use attention::attention;
 pub use bias_gelu::bias_gelu;
@@ -24,21 +25,27 @@ pub(super) fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Re
     }
 }
 
-/// The rows of `xs` (contiguous f32, `[.., width]`) and `bias`, refused unless the bias is one
-/// row wide: what the bias kernels (inference's bias-GELU, training's bias add) both start from.
-pub(super) fn rows_and_bias<'a>(
-    xs: &'a CpuStorage,
-    xs_layout: &Layout,
-    bias: &'a CpuStorage,
-    bias_layout: &Layout,
-) -> Result<(&'a [f32], &'a [f32])> {
+/// `row_op(out, xs, bias)` over the rows of `xs` (contiguous f32, `[.., width]`), in parallel,
+/// `rows_per_item(width)` rows a work item, with a `[width]` bias (refused unless it is one row
+/// wide): the body of the bias kernels, inference's bias-GELU and training's bias add.
+pub(super) fn map_rows_with_bias(
+    (xs, xs_layout): (&CpuStorage, &Layout),
+    (bias, bias_layout): (&CpuStorage, &Layout),
+    rows_per_item: impl Fn(usize) -> usize,
+    row_op: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
+) -> Result<(CpuStorage, Shape)> {
     let src = contiguous_f32(xs, xs_layout)?;
     let bias = contiguous_f32(bias, bias_layout)?;
     let width = xs_layout.shape().dims().last().copied().unwrap_or(1);
     if bias.is_empty() || bias.len() != width {
         bail!("a bias of {} for rows of {width}", bias.len());
     }
-    Ok((src, bias))
+    let chunk = width * rows_per_item(width);
+    let mut out = vec![0f32; src.len()];
+    out.par_chunks_mut(chunk)
+        .zip(src.par_chunks(chunk))
+        .for_each(|(out, xs)| row_op(out, xs, bias));
+    Ok((CpuStorage::F32(out), xs_layout.shape().clone()))
 }
 
 /// Defines `$name(args)` that runs `$body` compiled for AVX-512 or AVX2+FMA when the CPU has
