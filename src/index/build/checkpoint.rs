@@ -73,6 +73,47 @@ pub(super) fn stage_dense(depth: usize, options: &BuildOptions) -> String {
     format!("dense L{depth} reduce {reduce} ann {}", options.ann)
 }
 
+impl Plan {
+    /// The manifest of the index this plan builds, its files not yet recorded.
+    pub(super) fn manifest(
+        &self,
+        checkpoint: &Checkpoint,
+        counts: &CorpusCounts,
+        stored_dim: usize,
+        reduce: Option<StoredReduction>,
+        ann: AnnSpec,
+    ) -> Manifest {
+        Manifest {
+            format_version: CHECKSUMS_FORMAT_VERSION,
+            rag_version: env!("CARGO_PKG_VERSION").into(),
+            model: self.model.clone(),
+            layers: self.layers.clone(),
+            stored_dim,
+            default_dim: stored_dim,
+            template: self.template.clone(),
+            corpus: checkpoint.corpus.clone(),
+            documents: checkpoint.docstore.documents,
+            stats: counts.clone(),
+            versions: Versions::default(),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            reduce,
+            files: BTreeMap::new(),
+            build_id: String::new(),
+            shard: self.shard.map(|spec| ShardRecord {
+                spec,
+                corpus_documents: checkpoint.corpus_documents,
+            }),
+            ann,
+            removed: 0,
+            updates: 0,
+            bm25_tokens: None,
+        }
+    }
+}
+
 impl Checkpoint {
     /// Records `stage` as done, atomically, once its files are written.
     pub(super) fn finish(&mut self, work: &Path, stage: String) -> Result<()> {

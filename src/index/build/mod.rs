@@ -50,7 +50,7 @@ use checkpoint::{
     stage_bm25, stage_dense, stage_links, start_or_resume, Checkpoint, Plan, PlannedInput,
 };
 use encode::encode_corpus;
-use stages::{build_bm25, build_vectors};
+use stages::{build_lexical, build_vectors};
 
 pub const DEFAULT_CHUNK_SIZE: usize = 2048;
 pub(super) const PROGRESS_FILE: &str = "progress.json";
@@ -120,7 +120,7 @@ pub struct BuildSummary {
 
 impl BuildSummary {
     /// An index that already held exactly what was asked for: nothing was done.
-    fn up_to_date(index_dir: PathBuf, manifest: Manifest, started: Instant) -> Self {
+    fn up_to_date(index_dir: PathBuf, manifest: Manifest) -> Self {
         Self {
             index_dir,
             documents: manifest.documents,
@@ -131,7 +131,7 @@ impl BuildSummary {
             resumed_from: 0,
             encode_seconds: 0.0,
             paragraphs_per_second: 0.0,
-            total_seconds: started.elapsed().as_secs_f64(),
+            total_seconds: 0.0,
             duplicates: manifest.stats.duplicates,
             skipped_records: manifest.stats.skipped_records,
             files: manifest.stats.files,
@@ -140,6 +140,12 @@ impl BuildSummary {
             up_to_date: true,
             updated: None,
         }
+    }
+
+    /// The same, taking `started` as the start of the build.
+    fn timed(mut self, started: Instant) -> Self {
+        self.total_seconds = started.elapsed().as_secs_f64();
+        self
     }
 }
 
@@ -211,47 +217,10 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         encoded_width: (encoded_width != width).then_some(encoded_width),
         vectors_from: options.vectors_from.clone(),
     };
-    if !options.fresh {
-        if let Some(manifest) = current_manifest(&index_dir, &plan, &inputs, stored_dim, options) {
-            // Built before the title links were stored: added without touching anything else.
-            if manifest.shard.is_none() && !index_dir.join(links::FST_FILE).exists() {
-                let mut add_links = sync_options(options);
-                (add_links.add, add_links.sync) = (Vec::new(), false);
-                super::update::update_locked(&index_dir, &add_links, None)?;
-                let manifest = Manifest::read(&index_dir)?;
-                return Ok(BuildSummary::up_to_date(index_dir, manifest, started));
-            }
-            return Ok(BuildSummary::up_to_date(index_dir, manifest, started));
-        }
-    }
     let work = building_dir(&index_dir);
-    if !options.fresh
-        && !work.join(PROGRESS_FILE).exists()
-        && updatable(&index_dir, &plan, stored_dim, options)
-    {
-        let updated =
-            super::update::update_locked(&index_dir, &sync_options(options), Some(&inputs))?;
-        if !updated.declined {
-            return Ok(BuildSummary {
-                index_dir,
-                documents: updated.documents,
-                layers,
-                dim: stored_dim,
-                stored_dim,
-                reduce: None,
-                resumed_from: 0,
-                encode_seconds: updated.encode_seconds,
-                paragraphs_per_second: (updated.added + updated.changed) as f64
-                    / updated.encode_seconds.max(1e-9),
-                total_seconds: started.elapsed().as_secs_f64(),
-                duplicates: updated.read.duplicates,
-                skipped_records: updated.read.skipped_records,
-                files: updated.read.files.clone(),
-                skipped_files: updated.read.skipped_files,
-                ignored_files: updated.read.ignored_files,
-                up_to_date: updated.up_to_date,
-                updated: Some(updated),
-            });
+    if !options.fresh {
+        if let Some(summary) = reuse_live(&index_dir, &plan, &inputs, stored_dim, options)? {
+            return Ok(summary.timed(started));
         }
     }
     let checkpoint = start_or_resume(&work, &plan, &inputs, options.fresh)?;
@@ -275,19 +244,7 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
             None => bail!("the corpus has no paragraphs"),
         }
     }
-    if !checkpoint.finished.contains(&stage_bm25()) {
-        build_bm25(&work, documents, options.progress)?;
-        checkpoint.finish(&work, stage_bm25())?;
-    }
-    if !checkpoint.finished.contains(&stage_links()) {
-        let ids_path = work.join(sharded::IDS_FILE);
-        let ids = match ids_path.exists() {
-            true => Some(sharded::read_ids(&ids_path)?),
-            false => None,
-        };
-        links::write_for_store(&work, ids.as_deref(), &Removed::default())?;
-        checkpoint.finish(&work, stage_links())?;
-    }
+    build_lexical(&work, &mut checkpoint, documents, options.progress)?;
     let reduce = build_vectors(
         &work,
         &mut checkpoint,
@@ -296,34 +253,13 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         documents,
         options,
     )?;
-    let mut manifest = Manifest {
-        format_version: CHECKSUMS_FORMAT_VERSION,
-        rag_version: env!("CARGO_PKG_VERSION").into(),
-        model: plan.model.clone(),
-        layers: layers.clone(),
+    let mut manifest = plan.manifest(
+        &checkpoint,
+        &counts,
         stored_dim,
-        default_dim: stored_dim,
-        template: plan.template.clone(),
-        corpus: checkpoint.corpus.clone(),
-        documents,
-        stats: counts.clone(),
-        versions: Versions::default(),
-        created_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        reduce: reduce.clone(),
-        files: BTreeMap::new(),
-        build_id: String::new(),
-        shard: options.shard.map(|spec| ShardRecord {
-            spec,
-            corpus_documents: checkpoint.corpus_documents,
-        }),
-        ann: options.ann,
-        removed: 0,
-        updates: 0,
-        bm25_tokens: None,
-    };
+        reduce.clone(),
+        options.ann,
+    );
     // Written last: a directory with a manifest is a whole index, and the manifest lists its
     // files. The checkpoint stays until then, so a build cut off before resumes from it.
     files::follow_umask(&work)?;
@@ -353,6 +289,63 @@ pub fn build(options: &BuildOptions) -> Result<BuildSummary> {
         up_to_date: false,
         updated: None,
     })
+}
+
+/// What the live index already gives for this build, if anything: itself when it is up to date
+/// (with the title links added when it is from before them), or itself updated to the corpus
+/// when that encodes less than a build ([`super::update`]).
+fn reuse_live(
+    index_dir: &Path,
+    plan: &Plan,
+    inputs: &[CorpusInput],
+    stored_dim: usize,
+    options: &BuildOptions,
+) -> Result<Option<BuildSummary>> {
+    if let Some(manifest) = current_manifest(index_dir, plan, inputs, stored_dim, options) {
+        // Built before the title links were stored: added without touching anything else.
+        if manifest.shard.is_none() && !index_dir.join(links::FST_FILE).exists() {
+            let mut add_links = sync_options(options);
+            (add_links.add, add_links.sync) = (Vec::new(), false);
+            super::update::update_locked(index_dir, &add_links, None)?;
+            let manifest = Manifest::read(index_dir)?;
+            return Ok(Some(BuildSummary::up_to_date(
+                index_dir.to_path_buf(),
+                manifest,
+            )));
+        }
+        return Ok(Some(BuildSummary::up_to_date(
+            index_dir.to_path_buf(),
+            manifest,
+        )));
+    }
+    let work = building_dir(index_dir);
+    if work.join(PROGRESS_FILE).exists() || !updatable(index_dir, plan, stored_dim, options) {
+        return Ok(None);
+    }
+    let updated = super::update::update_locked(index_dir, &sync_options(options), Some(inputs))?;
+    if updated.declined {
+        return Ok(None);
+    }
+    Ok(Some(BuildSummary {
+        index_dir: index_dir.to_path_buf(),
+        documents: updated.documents,
+        layers: plan.layers.clone(),
+        dim: stored_dim,
+        stored_dim,
+        reduce: None,
+        resumed_from: 0,
+        encode_seconds: updated.encode_seconds,
+        paragraphs_per_second: (updated.added + updated.changed) as f64
+            / updated.encode_seconds.max(1e-9),
+        total_seconds: 0.0,
+        duplicates: updated.read.duplicates,
+        skipped_records: updated.read.skipped_records,
+        files: updated.read.files.clone(),
+        skipped_files: updated.read.skipped_files,
+        ignored_files: updated.read.ignored_files,
+        up_to_date: updated.up_to_date,
+        updated: Some(updated),
+    }))
 }
 
 /// The width each depth's vectors are stored at: K with `--reduce pca:K` (the top K principal

@@ -51,7 +51,30 @@ pub(super) fn build_vectors(
     }))
 }
 
-pub(super) fn build_bm25(work: &Path, documents: u64, mode: ProgressMode) -> Result<()> {
+/// BM25 and the title links, unless the checkpoint has them already.
+pub(super) fn build_lexical(
+    work: &Path,
+    checkpoint: &mut Checkpoint,
+    documents: u64,
+    mode: ProgressMode,
+) -> Result<()> {
+    if !checkpoint.finished.contains(&stage_bm25()) {
+        build_bm25(work, documents, mode)?;
+        checkpoint.finish(work, stage_bm25())?;
+    }
+    if !checkpoint.finished.contains(&stage_links()) {
+        let ids_path = work.join(sharded::IDS_FILE);
+        let ids = match ids_path.exists() {
+            true => Some(sharded::read_ids(&ids_path)?),
+            false => None,
+        };
+        links::write_for_store(work, ids.as_deref(), &Removed::default())?;
+        checkpoint.finish(work, stage_links())?;
+    }
+    Ok(())
+}
+
+fn build_bm25(work: &Path, documents: u64, mode: ProgressMode) -> Result<()> {
     let dir = work.join("bm25");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).context("removing partial BM25 index")?;
