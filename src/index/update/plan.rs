@@ -57,8 +57,12 @@ impl Plan {
             encoder: None,
         };
         for title in &options.remove_titles {
-            let part = part_of(title);
-            let local = served[part].by_title(title).with_context(|| {
+            // The shard a title hashes to holds it; a title given decoded ("&amp;" as "&") can
+            // name a document whose stored title hashed elsewhere.
+            let found = std::iter::once(part_of(title))
+                .chain(0..parts.len())
+                .find_map(|part| Some((part, served[part].by_title(title)?)));
+            let (part, local) = found.with_context(|| {
                 format!(
                     "--remove {title:?}: no document of {} has this title",
                     dir.display()
