@@ -18,6 +18,8 @@ use anyhow::Result;
 use tantivy::query::{Bm25StatisticsProvider, Bm25Weight, Query, Scorer, Weight};
 use tantivy::{DocId, DocSet, SegmentReader, Term, TERMINATED};
 
+use crate::index::sharded;
+
 /// Documents per window: the window's sums and matches (8 + 1 bits per document) stay in the
 /// first-level cache, and postings are read in runs.
 const WINDOW: u32 = 4096;
@@ -43,23 +45,27 @@ pub fn bound(query: &dyn Query, statistics: &dyn Bm25StatisticsProvider) -> Resu
     Ok(Some(f64::from(weight.max_score()) * (1.0 + 1e-5) + 1e-6))
 }
 
-/// The k best (id, score) offered, best first: higher score, then lower id (the order of
-/// [`crate::index::sharded::top_k`]).
+/// The k best (id, score) offered, best first, in [`sharded::ranking`]'s order.
 pub struct Best {
     k: usize,
     /// The worst of the best on top.
     heap: BinaryHeap<Ranked>,
 }
 
-#[derive(PartialEq)]
-struct Ranked(f32, u64);
+/// An (id, score) the heap orders as [`sharded::ranking`] does: greater is worse.
+struct Ranked((u64, f32));
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
 
 impl Eq for Ranked {}
 
 impl Ord for Ranked {
-    /// Greater is worse: a lower score, then a higher id.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+        sharded::ranking(&self.0, &other.0)
     }
 }
 
@@ -81,7 +87,7 @@ impl Best {
         if self.k == 0 {
             return;
         }
-        let ranked = Ranked(score, id);
+        let ranked = Ranked((id, score));
         if self.heap.len() < self.k {
             self.heap.push(ranked);
         } else if self.heap.peek().is_some_and(|worst| ranked < *worst) {
@@ -96,7 +102,7 @@ impl Best {
         match self.k {
             0 => Some(f32::INFINITY),
             k if self.heap.len() < k => None,
-            _ => self.heap.peek().map(|worst| worst.0),
+            _ => self.heap.peek().map(|worst| worst.0 .1),
         }
     }
 
@@ -104,7 +110,7 @@ impl Best {
         self.heap
             .into_sorted_vec()
             .into_iter()
-            .map(|Ranked(score, id)| (id, score))
+            .map(|ranked| ranked.0)
             .collect()
     }
 }

@@ -303,16 +303,15 @@ fn reuse_live(
 ) -> Result<Option<BuildSummary>> {
     if let Some(manifest) = current_manifest(index_dir, plan, inputs, stored_dim, options) {
         // Built before the title links were stored: added without touching anything else.
-        if manifest.shard.is_none() && !index_dir.join(links::FST_FILE).exists() {
-            let mut add_links = sync_options(options);
-            (add_links.add, add_links.sync) = (Vec::new(), false);
-            super::update::update_locked(index_dir, &add_links, None)?;
-            let manifest = Manifest::read(index_dir)?;
-            return Ok(Some(BuildSummary::up_to_date(
-                index_dir.to_path_buf(),
-                manifest,
-            )));
-        }
+        let manifest = match manifest.shard.is_none() && !index_dir.join(links::FST_FILE).exists() {
+            true => {
+                let mut add_links = sync_options(options);
+                (add_links.add, add_links.sync) = (Vec::new(), false);
+                super::update::update_locked(index_dir, &add_links, None)?;
+                Manifest::read(index_dir)?
+            }
+            false => manifest,
+        };
         return Ok(Some(BuildSummary::up_to_date(
             index_dir.to_path_buf(),
             manifest,

@@ -119,13 +119,17 @@ pub fn merge_top_k(lists: impl IntoIterator<Item = Vec<(u64, f32)>>, k: usize) -
 
 /// The `k` best of (id, score) pairs in that order, without sorting the rest.
 pub fn top_k(mut all: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
-    let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if k < all.len() {
-        all.select_nth_unstable_by(k, order);
+        all.select_nth_unstable_by(k, ranking);
         all.truncate(k);
     }
-    all.sort_by(order);
+    all.sort_by(ranking);
     all
+}
+
+/// The order of every ranking of (id, score): the better first, a higher score, then a lower id.
+pub fn ranking(a: &(u64, f32), b: &(u64, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
 /// Whether `dir` is a sharded index (its top manifest, or at least one shard, is there).
