@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
+use faiss::index::io::read_index_with_flags;
+use faiss::index::io_flags::IoFlags;
 use faiss::index::IndexImpl;
 use faiss::{Index, MetricType};
 use serde::{Deserialize, Serialize};
@@ -95,6 +97,32 @@ fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
     anyhow!("faiss: {e}")
 }
 
+/// How [`HnswIndex::load`] reads a stored graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Residence {
+    /// Memory-mapped: pages are read as searches visit them (searching).
+    Mapped,
+    /// Read whole into memory (updating: faiss cannot add to a mapped graph).
+    InMemory,
+}
+
+/// The first of row-major vectors of width `dim` holding a NaN or an infinity: either would
+/// rank silently wrong (a NaN nowhere, an infinity first).
+fn first_not_finite(vectors: &[f32], dim: usize) -> Option<usize> {
+    vectors
+        .iter()
+        .position(|v| !v.is_finite())
+        .map(|at| at / dim.max(1))
+}
+
+/// Refuses vectors going into a graph that are not all finite.
+fn check_input(vectors: &[f32], dim: usize) -> Result<()> {
+    match first_not_finite(vectors, dim) {
+        Some(row) => bail!("vector {row} given to the HNSW graph is not finite"),
+        None => Ok(()),
+    }
+}
+
 /// An HNSW graph over one depth's stored vectors. Searches only read it (efSearch is given
 /// per call), so any number run at once.
 pub struct HnswIndex {
@@ -107,6 +135,8 @@ impl HnswIndex {
     /// A graph with `m` links per node over `flat`'s vectors (faiss's efConstruction, 40).
     pub fn build(flat: &DenseIndex, m: usize) -> Result<Self> {
         let dim = flat.dim();
+        // A sealed graph is served without scanning its vectors: they are checked going in.
+        check_input(flat.vectors(), dim)?;
         let mut index = faiss::index_factory(dim as u32, format!("HNSW{m},Flat"), MetricType::L2)
             .map_err(faiss_error)?;
         // In slices, so that faiss's insertion buffers stay small on a large corpus.
@@ -123,6 +153,7 @@ impl HnswIndex {
     /// Inserts rows (unit length) after the graph's last, with the next ids: what an update
     /// adds to a graph instead of building it again.
     pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
+        check_input(vectors, self.dim)?;
         let index = &mut self.index;
         for block in vectors.chunks(self.dim * 65_536) {
             index.add(block).map_err(faiss_error)?;
@@ -141,10 +172,25 @@ impl HnswIndex {
     }
 
     /// Reads the graph from `file` (opened, header checked, with the rest of the index), not
-    /// from its path, which a later build may have replaced.
-    pub fn load(file: &HnswFile) -> Result<Self> {
+    /// from its path, which a later build may have replaced. `Mapped`, faiss maps the file and
+    /// the graph's links and vectors stay on disk until a search visits them, so the first
+    /// search of a cold process reads the few pages it visits, not the whole graph (2.6 GB
+    /// at 5.2M x 64 dims); `InMemory` reads it whole, for a graph that is to be changed.
+    /// `check_values`: scan every vector for NaN and infinity; the caller skips it for a file
+    /// whose seal matches (its bytes are the build's, whose vectors were checked going in:
+    /// scanning them would read the whole mapped file again).
+    pub fn load(file: &HnswFile, residence: Residence, check_values: bool) -> Result<Self> {
         let fd_path = format!("/proc/self/fd/{}", file.file.as_raw_fd());
-        let index = faiss::read_index(&fd_path)
+        let flags = match residence {
+            Residence::InMemory => 0,
+            Residence::Mapped => ann_ffi::io_flag_mmap(),
+        };
+        let flags = u16::try_from(flags)
+            .map(|f| IoFlags::from(i32::from(f)))
+            .map_err(|_| {
+                anyhow!("faiss's mmap flag {flags} does not fit the faiss crate's IoFlags")
+            })?;
+        let index = read_index_with_flags(&fd_path, flags)
             .map_err(faiss_error)
             .with_context(|| format!("reading {}", file.path.display()))?;
         if index.d() as usize != file.dim || index.ntotal() != file.count {
@@ -155,15 +201,21 @@ impl HnswIndex {
             dim: file.dim,
             len: file.count as usize,
         };
-        // A NaN would rank nowhere and an infinity first, both silently: refused, as a flat
-        // file's are when it loads.
-        if let Some(at) = graph.flat_vectors()?.iter().position(|v| !v.is_finite()) {
-            bail!(flat_file::damaged(
-                &file.path,
-                &format!("vector {} is not finite", at / file.dim)
-            ));
+        if check_values {
+            if let Some(row) = first_not_finite(graph.flat_vectors()?, file.dim) {
+                bail!(flat_file::damaged(
+                    &file.path,
+                    &format!("vector {row} is not finite")
+                ));
+            }
         }
         Ok(graph)
+    }
+
+    /// Whether the graph's links and vectors are views of its memory-mapped file.
+    pub fn is_mapped(&self) -> bool {
+        // SAFETY: the pointer is the live index this graph owns.
+        unsafe { ann_ffi::is_mapped(self.index.inner_ptr()) }.unwrap_or(false)
     }
 
     /// The graph's own copy of the vectors, row-major.
@@ -327,7 +379,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.hnsw.faiss");
         hnsw.save(&path).unwrap();
-        let loaded = HnswIndex::load(&HnswFile::open(&path, 3000, 16).unwrap()).unwrap();
+        let file = HnswFile::open(&path, 3000, 16).unwrap();
+        let loaded = HnswIndex::load(&file, Residence::Mapped, true).unwrap();
+        assert!(loaded.is_mapped());
+        let in_memory = HnswIndex::load(&file, Residence::InMemory, true).unwrap();
+        assert!(!in_memory.is_mapped());
         assert!(HnswFile::open(&path, 2999, 16).is_err());
 
         let query = m.row(42);

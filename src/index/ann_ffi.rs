@@ -1,6 +1,7 @@
 //! The IndexHNSW calls faiss's C API lacks, compiled from `faiss_hnsw.cpp` by `build.rs`: the
 //! graph's own flat storage (so exact search reads the vectors the graph already holds, not a
-//! second copy) and a search with efSearch given per call (so searches need no lock).
+//! second copy), whether the graph is memory-mapped, and a search with efSearch given per call
+//! (so searches need no lock).
 
 use std::ffi::{c_char, c_int, CStr};
 
@@ -11,6 +12,8 @@ use faiss_sys::FaissIndex;
 extern "C" {
     fn rag_faiss_last_error() -> *const c_char;
     fn rag_hnsw_flat_storage(index: *mut FaissIndex) -> *mut FaissIndex;
+    fn rag_hnsw_is_mapped(index: *const FaissIndex) -> c_int;
+    fn rag_faiss_io_flag_mmap() -> c_int;
     fn rag_hnsw_search(
         index: *const FaissIndex,
         n: i64,
@@ -30,6 +33,25 @@ extern "C" {
 pub unsafe fn flat_storage(index: *mut FaissIndex) -> Option<*mut FaissIndex> {
     let storage = rag_hnsw_flat_storage(index);
     (!storage.is_null()).then_some(storage)
+}
+
+/// The `read_index` flag that memory-maps an `IndexHNSWFlat` (faiss's `IO_FLAG_MMAP_IFC`).
+pub fn io_flag_mmap() -> i32 {
+    // SAFETY: returns a constant.
+    unsafe { rag_faiss_io_flag_mmap() }
+}
+
+/// Whether the graph's links are a view of its memory-mapped file (`Some(true)`), owned in
+/// memory (`Some(false)`); `None` if `index` is not an HNSW graph.
+///
+/// # Safety
+/// `index` must point to a live faiss index.
+pub unsafe fn is_mapped(index: *const FaissIndex) -> Option<bool> {
+    match rag_hnsw_is_mapped(index) {
+        1 => Some(true),
+        0 => Some(false),
+        _ => None,
+    }
 }
 
 /// faiss's `k` labels and squared distances for each of the row-major `queries` (of width

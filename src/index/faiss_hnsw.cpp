@@ -1,9 +1,10 @@
-// The two calls on faiss's IndexHNSW that its C API (faiss_c 1.12) lacks; src/index/ann_ffi.rs
+// The calls on faiss's IndexHNSW that its C API (faiss_c 1.12) lacks; src/index/ann_ffi.rs
 // declares them. Each catches every C++ exception (none may cross into Rust) and reports it
 // through rag_faiss_last_error().
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
+#include <faiss/index_io.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +32,24 @@ faiss::Index* rag_hnsw_flat_storage(faiss::Index* index) {
         return nullptr;
     }
     return dynamic_cast<faiss::IndexFlat*>(hnsw->storage);
+}
+
+// faiss's IO_FLAG_MMAP_IFC as the linked faiss defines it (1 << 9 in 1.12): read_index then
+// maps the file and makes the graph's links and its flat storage views of it, instead of
+// copies. Taken from the header rather than written in Rust: the `faiss` crate's
+// IoFlags::MEM_MAP (0x01) is IO_FLAG_SKIP_STORAGE in this faiss, which maps nothing.
+int rag_faiss_io_flag_mmap() {
+    return faiss::IO_FLAG_MMAP_IFC;
+}
+
+// Whether the graph's links are a view of a memory-mapped file (read with faiss's
+// IO_FLAG_MMAP_IFC) rather than owned in memory: 1 mapped, 0 owned, -1 not an IndexHNSW.
+int rag_hnsw_is_mapped(const faiss::Index* index) {
+    auto* hnsw = dynamic_cast<const faiss::IndexHNSW*>(index);
+    if (hnsw == nullptr) {
+        return -1;
+    }
+    return hnsw->hnsw.neighbors.is_owned ? 0 : 1;
 }
 
 // IndexHNSW::search with efSearch given for this call alone (SearchParametersHNSW), so

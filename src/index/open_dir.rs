@@ -3,12 +3,13 @@
 //! searches them together).
 
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
-use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
+use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex, Residence};
 use super::integrity::Hashing;
 use super::links::{self, Links};
 use super::removed::{Removed, REMOVED_FILE};
@@ -235,11 +236,20 @@ impl OpenDir {
         })
     }
 
-    /// Loads every depth's vectors now rather than on first use.
+    /// Loads every depth's vectors now rather than on first use. A graph is memory-mapped, so
+    /// the kernel is also asked to read it ahead in the background (a server's first
+    /// searches then find its pages cached instead of each waiting for the disk).
     pub fn preload(&self) -> Result<()> {
         for &depth in &self.manifest.layers {
             self.dense(depth, self.manifest.stored_dim)?;
             self.graph(depth)?;
+            if let Some(file) = self.graphs.get(&depth) {
+                // SAFETY: a valid open descriptor; the call only advises the page cache. Its
+                // result is ignored: unread ahead, the graph still works, pages come on demand.
+                let _ = unsafe {
+                    libc::posix_fadvise(file.file().as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED)
+                };
+            }
         }
         Ok(())
     }
@@ -298,17 +308,21 @@ impl OpenDir {
         if let Some(graph) = cache.graphs.get(&depth) {
             return Ok(Some(Arc::clone(graph)));
         }
+        // Sealed: the bytes are the build's, whose vectors were checked going in, so the mapped
+        // graph is not scanned (that would read it whole). Otherwise hashed, and scanned.
+        let mut sealed = false;
         if let Some(record) = self.record(file.path()) {
             let meta = file
                 .file()
                 .metadata()
                 .with_context(|| format!("reading {}", file.path().display()))?;
-            if !record.sealed(&meta) {
+            sealed = record.sealed(&meta);
+            if !sealed {
                 let sha256 = integrity::hash_open_file(file.file(), file.path())?;
                 integrity::check_sha(file.path(), record, &sha256)?;
             }
         }
-        let graph = Arc::new(HnswIndex::load(file)?);
+        let graph = Arc::new(HnswIndex::load(file, Residence::Mapped, !sealed)?);
         cache.graphs.insert(depth, Arc::clone(&graph));
         Ok(Some(graph))
     }

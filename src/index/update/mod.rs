@@ -32,7 +32,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
+use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex, Residence};
 use super::build::building_dir;
 use super::docstore::{DocStoreMark, DocStoreWriter, DOCS_FILE};
 use super::manifest::{CHECKSUMS_FORMAT_VERSION, REMOVALS_FORMAT_VERSION};
@@ -304,7 +304,7 @@ fn append_vectors(
         // Loaded afresh: a server's graph in memory is never changed under its searches.
         let path = hnsw_file(&part.dir, depth, dim);
         let file = HnswFile::open(&path, part.documents(), dim)?;
-        let mut graph = HnswIndex::load(&file)?;
+        let mut graph = HnswIndex::load(&file, Residence::InMemory, true)?;
         graph.add(rows)?;
         graph.save(&hnsw_file(work, depth, dim))?;
     }
