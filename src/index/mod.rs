@@ -36,6 +36,7 @@ pub mod links;
 pub mod lock;
 pub mod manifest;
 mod open_dir;
+mod page_cache;
 pub mod pca;
 pub mod removed;
 pub mod sharded;

@@ -3,7 +3,6 @@
 //! searches them together).
 
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -237,18 +236,14 @@ impl OpenDir {
     }
 
     /// Loads every depth's vectors now rather than on first use. A graph is memory-mapped, so
-    /// the kernel is also asked to read it ahead in the background (a server's first
-    /// searches then find its pages cached instead of each waiting for the disk).
+    /// its file is also read into the page cache: a server's first searches then find its
+    /// pages there instead of each waiting for the disk.
     pub fn preload(&self) -> Result<()> {
         for &depth in &self.manifest.layers {
             self.dense(depth, self.manifest.stored_dim)?;
             self.graph(depth)?;
             if let Some(file) = self.graphs.get(&depth) {
-                // SAFETY: a valid open descriptor; the call only advises the page cache. Its
-                // result is ignored: unread ahead, the graph still works, pages come on demand.
-                let _ = unsafe {
-                    libc::posix_fadvise(file.file().as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED)
-                };
+                file.warm()?;
             }
         }
         Ok(())
