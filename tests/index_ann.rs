@@ -143,6 +143,12 @@ fn ef_search_0_is_exact_over_the_graphs_vectors_and_searches_run_concurrently() 
     let index = Index::open(&hnsw).unwrap();
     let part = &index.parts()[0];
     let graph = part.graph(3).unwrap().unwrap();
+    // Served memory-mapped (a cold search reads only what it visits): efSearch must still
+    // reach faiss's search through the mapped graph, which the comparisons below check.
+    assert!(
+        graph.is_mapped(),
+        "the served graph should be memory-mapped"
+    );
     let served = part.dense(3, 16).unwrap();
     assert_eq!(
         served.vectors().as_ptr(),
@@ -275,4 +281,68 @@ fn open_hashes_only_files_changed_since_the_build() {
     let before = integrity::bytes_hashed();
     assert_eq!(dense_hits(&flat, None, None).len(), 10);
     assert!(integrity::bytes_hashed() - before >= size);
+}
+
+/// The served graph is memory-mapped and its vectors are not scanned when its seal matches (the
+/// build checked them going in); a graph that is not the build's is still refused in one line:
+/// cut short (its size, when the index opens), or, unsealed, holding a vector that is not
+/// finite even though its checksum matches (the values are scanned as the mapped graph loads).
+#[test]
+fn a_damaged_mapped_graph_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, _, hnsw) = flat_and_hnsw(dir.path());
+    let path = hnsw.join(GRAPH);
+    let original = std::fs::read(&path).unwrap();
+
+    std::fs::write(&path, &original[..original.len() - 4]).unwrap();
+    let message = format!("{:#}", Index::open(&hnsw).err().unwrap());
+    assert!(
+        message.contains(GRAPH) && message.contains("bytes") && !message.contains('\n'),
+        "{message}"
+    );
+
+    // The last vector's last value made NaN, the manifest then recording the file as it is
+    // (its checksum), but without a seal: opened, hashed, matched, then scanned and refused.
+    let mut bytes = original.clone();
+    let at = bytes.len() - 4;
+    bytes[at..].copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let mut manifest = index::Manifest::read(&hnsw).unwrap();
+    manifest.seal(&hnsw, &[]).unwrap();
+    manifest.files.get_mut(GRAPH).unwrap().seal = None;
+    manifest.write(&hnsw).unwrap();
+    let index = Index::open(&hnsw).unwrap();
+    let message = format!("{:#}", index.parts()[0].graph(3).err().unwrap());
+    assert!(
+        message.contains(GRAPH) && message.contains("not finite") && !message.contains('\n'),
+        "{message}"
+    );
+}
+
+/// A graph is only ever built from finite vectors, so a sealed one need not be scanned.
+#[test]
+fn a_graph_refuses_vectors_that_are_not_finite() {
+    use rag::index::ann::HnswIndex;
+    use rag::index::DenseIndex;
+    let mut values: Vec<f32> = (0..8 * 40)
+        .map(|i| ((i * 7919) % 13) as f32 - 6.0)
+        .collect();
+    values[8 * 17 + 3] = f32::INFINITY;
+    let mut flat = DenseIndex::new(8).unwrap();
+    flat.add(&values).unwrap();
+    let message = format!("{:#}", HnswIndex::build(&flat, 4).err().unwrap());
+    assert!(
+        message.contains("vector 17") && message.contains("not finite"),
+        "{message}"
+    );
+
+    values[8 * 17 + 3] = 0.5;
+    let mut clean = DenseIndex::new(8).unwrap();
+    clean.add(&values).unwrap();
+    let mut graph = HnswIndex::build(&clean, 4).unwrap();
+    let message = format!("{:#}", graph.add(&[f32::NAN; 8]).err().unwrap());
+    assert!(
+        message.contains("vector 0") && message.contains("not finite"),
+        "{message}"
+    );
 }
