@@ -2,8 +2,8 @@
 # A cold `rag search` process (open + encode + query), two `rag` binaries on one index (issue 53's
 # cold-search target: <= 5 s at 5.2M): before (main: the HNSW graph read whole into memory) and
 # after (the graph memory-mapped, its per-node tables read in order). Per round, mode and binary
-# (alternated): every file of the index evicted from the page cache (posix_fadvise DONTNEED, as
-# synthetic.py's evict does: the model's files stay cached), one cold run, then one warm-cache run.
+# (alternated): every file of the index evicted from the page cache (eval/scale/page_cache.py, as
+# synthetic.py does: the model's files stay cached), one cold run, then one warm-cache run.
 # Each run: wall s, peak RSS, file-system input blocks and major faults (/usr/bin/time) and the
 # `--json` timings. Results (medians of ROUNDS): eval/scale/results/cold_search/<name>.{json,md}.
 #   [MODEL=DIR] eval/scale/cold_search.sh INDEX BEFORE_BIN AFTER_BIN NAME [ROUNDS]
@@ -22,18 +22,7 @@ declare -A modes=(
   [dense-ef512]="--mode dense --ef-search 512"
   [fusion-two-hop]="--mode fusion --hops 2"
 )
-evict() {
-  python3 - "$index" <<'PY'
-import os, sys
-for root, _, names in os.walk(sys.argv[1]):
-    for name in names:
-        fd = os.open(os.path.join(root, name), os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-PY
-}
+evict() { python3 eval/scale/page_cache.py "$index"; }
 run() { # binary which mode cache round -> one JSON line
   local bin=$1 which=$2 mode=$3 cache=$4 round=$5
   # shellcheck disable=SC2086

@@ -44,6 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "eval", "serving"))
 import serve_probe  # noqa: E402  (this folder, which Python puts first on the path)
+from page_cache import evict  # noqa: E402
 
 HEADER = 45  # bytes before the rows of a faiss IndexFlatL2 file
 WORD = re.compile(r"[A-Za-z0-9']+")
@@ -165,17 +166,6 @@ def timed(cmd, out_json=None):
         sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
     peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
     return wall, int(peak.group(1)) / 1024 if peak else None, r.stdout
-
-
-def evict(index_dir):
-    """Drops every file of the index from the page cache (posix_fadvise DONTNEED)."""
-    for root, _, names in os.walk(index_dir):
-        for name in names:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def du_mib(path):
