@@ -21,6 +21,7 @@ declare -A modes=(
   [default]=""
   [dense-ef512]="--mode dense --ef-search 512"
   [fusion-two-hop]="--mode fusion --hops 2"
+  [exact]="--mode dense --ef-search 0"
 )
 evict() { python3 eval/scale/page_cache.py "$index"; }
 run() { # binary which mode cache round -> one JSON line
@@ -40,7 +41,7 @@ PY
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq 1 "$rounds"); do
-  for mode in default dense-ef512 fusion-two-hop; do
+  for mode in default dense-ef512 fusion-two-hop exact; do
     for which in before after; do
       bin=$before; [ "$which" = after ] && bin=$after
       evict
@@ -56,7 +57,7 @@ runs = [json.loads(l) for l in open(sys.argv[1])]
 base, index, flags, load0, load1, before, after = sys.argv[2:9]
 med = lambda xs: round(statistics.median(xs), 2)
 summary = {}
-for mode in ("default", "dense-ef512", "fusion-two-hop"):
+for mode in ("default", "dense-ef512", "fusion-two-hop", "exact"):
     for cache in ("cold", "warm"):
         for which in ("before", "after"):
             rs = [r for r in runs if (r["mode"], r["cache"], r["binary"]) == (mode, cache, which)]
@@ -65,7 +66,7 @@ for mode in ("default", "dense-ef512", "fusion-two-hop"):
                 "read_mib": med([r["read_mib"] for r in rs]), "major_faults": med([r["major_faults"] for r in rs]),
                 "search_ms": med([r["timings"]["search_ms"] for r in rs]), "runs": len(rs)}
 # Same answers from both binaries (the top ids of each mode).
-same = {m: len({tuple(r["top"]) for r in runs if r["mode"] == m}) == 1 for m in ("default", "dense-ef512", "fusion-two-hop")}
+same = {m: len({tuple(r["top"]) for r in runs if r["mode"] == m}) == 1 for m in ("default", "dense-ef512", "fusion-two-hop", "exact")}
 res = {"index": index, "before": before, "after": after, "cpu_flags": flags.strip(),
        "load_average_before": load0, "load_average_after": load1, "same_top_hits": same,
        "summary": summary, "runs": runs}
@@ -77,7 +78,7 @@ lines = [f"# Cold `rag search`: {index}", "",
          "file-system input (/usr/bin/time %I: read(2) and page faults that went to the disk).", "",
          "| mode | cache | before wall s | after wall s | before read MiB | after read MiB | before peak MiB | after peak MiB | before search ms | after search ms |",
          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-for mode in ("default", "dense-ef512", "fusion-two-hop"):
+for mode in ("default", "dense-ef512", "fusion-two-hop", "exact"):
     for cache in ("cold", "warm"):
         b, a = summary[f"{mode} {cache} before"], summary[f"{mode} {cache} after"]
         lines.append(f"| {mode} | {cache} | {b['wall_s']} | {a['wall_s']} | {b['read_mib']} | {a['read_mib']} | {b['peak_rss_mib']} | {a['peak_rss_mib']} | {b['search_ms']} | {a['search_ms']} |")

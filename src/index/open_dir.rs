@@ -260,7 +260,12 @@ impl OpenDir {
             Some(index) => Arc::clone(index),
             None => {
                 let index = Arc::new(match self.graph_locked(&mut cache, depth)? {
-                    Some(graph) => graph.exact()?,
+                    Some(graph) => {
+                        if let Some(file) = self.graphs.get(&depth) {
+                            file.warm_vectors()?;
+                        }
+                        graph.exact()?
+                    }
                     None => self.load_stored(depth)?,
                 });
                 cache.stored.insert(depth, Arc::clone(&index));
