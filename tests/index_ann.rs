@@ -155,6 +155,17 @@ fn ef_search_0_is_exact_over_the_graphs_vectors_and_searches_run_concurrently() 
         graph.exact().unwrap().vectors().as_ptr(),
         "exact search must read the graph's vectors, not a second copy"
     );
+    // A server preloads: its graph is read whole (no page faults in its searches), and
+    // answers the same.
+    let preloaded = Index::open(&hnsw).unwrap();
+    preloaded.preload().unwrap();
+    let whole = preloaded.parts()[0].graph(3).unwrap().unwrap();
+    assert!(!whole.is_mapped(), "a preloaded graph should be in memory");
+    let sample: Vec<f32> = served.vectors()[..16 * 50].to_vec();
+    assert_eq!(
+        whole.search_many(&sample, 10, 300).unwrap(),
+        graph.search_many(&sample, 10, 300).unwrap()
+    );
     let flat_index = Index::open(&flat).unwrap();
     assert_eq!(
         served.vectors(),

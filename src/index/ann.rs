@@ -221,28 +221,6 @@ impl HnswIndex {
         unsafe { ann_ffi::is_mapped(self.index.inner_ptr()) }.unwrap_or(false)
     }
 
-    /// Maps every page of a mapped graph (links and vectors) into the process now, touching
-    /// one value per page: a server's searches then take no page faults, as with a graph read
-    /// into memory. The pages must be in the page cache already ([`HnswFile::warm`]) for this
-    /// to be quick; they stay file-backed (the kernel may still drop them under pressure).
-    pub fn prefault(&self) -> Result<()> {
-        const PAGE: usize = 4096;
-        // SAFETY: the pointer is the live index this graph owns; the slice borrows self.
-        let links = unsafe { ann_ffi::links(self.index.inner_ptr()) };
-        let vectors = self.flat_vectors()?;
-        let mut sum = 0u64;
-        for value in links.iter().step_by(PAGE / 4) {
-            // SAFETY: a reference to a live value; volatile so the read is not optimised away.
-            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(value) } as u64);
-        }
-        for value in vectors.iter().step_by(PAGE / 4) {
-            // SAFETY: as above.
-            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(value) }.to_bits() as u64);
-        }
-        std::hint::black_box(sum);
-        Ok(())
-    }
-
     /// The graph's own copy of the vectors, row-major.
     fn flat_vectors(&self) -> Result<&[f32]> {
         // SAFETY: the pointer is the live index this graph owns; the slice borrows self.
@@ -348,11 +326,6 @@ impl HnswFile {
             .len();
         let vectors = self.count * self.dim as u64 * 4;
         page_cache::warm(&self.file, &self.path, len.saturating_sub(vectors), vectors)
-    }
-
-    /// Reads the whole graph into the page cache (a server, before its first search).
-    pub fn warm(&self) -> Result<()> {
-        page_cache::warm(&self.file, &self.path, 0, u64::MAX)
     }
 
     pub fn file(&self) -> &File {

@@ -14,7 +14,6 @@ extern "C" {
     fn rag_hnsw_flat_storage(index: *mut FaissIndex) -> *mut FaissIndex;
     fn rag_hnsw_is_mapped(index: *const FaissIndex) -> c_int;
     fn rag_faiss_io_flag_mmap() -> c_int;
-    fn rag_hnsw_links(index: *const FaissIndex, len: *mut usize) -> *const i32;
     fn rag_hnsw_search(
         index: *const FaissIndex,
         n: i64,
@@ -40,20 +39,6 @@ pub unsafe fn flat_storage(index: *mut FaissIndex) -> Option<*mut FaissIndex> {
 pub fn io_flag_mmap() -> i32 {
     // SAFETY: returns a constant.
     unsafe { rag_faiss_io_flag_mmap() }
-}
-
-/// The graph's table of links (every node's neighbours, level by level), owned by the graph;
-/// empty if `index` is not an HNSW graph.
-///
-/// # Safety
-/// `index` must point to a live faiss index; the slice lives as long as it does.
-pub unsafe fn links<'a>(index: *const FaissIndex) -> &'a [i32] {
-    let mut len = 0;
-    let data = rag_hnsw_links(index, &mut len);
-    if data.is_null() || len == 0 {
-        return &[];
-    }
-    std::slice::from_raw_parts(data, len)
 }
 
 /// Whether the graph's links are a view of its memory-mapped file (`Some(true)`), owned in

@@ -52,18 +52,6 @@ int rag_hnsw_is_mapped(const faiss::Index* index) {
     return hnsw->hnsw.neighbors.is_owned ? 0 : 1;
 }
 
-// The graph's table of links (a view of the mapped file when mapped) and its length in
-// entries, or null if `index` is not an IndexHNSW.
-const int32_t* rag_hnsw_links(const faiss::Index* index, size_t* len) {
-    auto* hnsw = dynamic_cast<const faiss::IndexHNSW*>(index);
-    if (hnsw == nullptr) {
-        *len = 0;
-        return nullptr;
-    }
-    *len = hnsw->hnsw.neighbors.size();
-    return hnsw->hnsw.neighbors.data();
-}
-
 // IndexHNSW::search with efSearch given for this call alone (SearchParametersHNSW), so
 // concurrent searches at different efSearch need no lock: the index is only read. 0 on
 // success, -1 with rag_faiss_last_error() set otherwise.
