@@ -141,7 +141,8 @@ mod tests {
     use crate::encoder::kernels::tests::max_abs_diff;
 
     /// Every tile height (1..6 leftover rows), both the row-split and the panel-split
-    /// schedules, a last panel narrower than 64 and one narrower than a vector, odd widths, and
+    /// schedules, a last panel narrower than 64 and one narrower than a vector, last panels
+    /// whose tail vector follows full ones, odd widths, and
     /// inputs wider than one block of features (sums carried between blocks); with each
     /// epilogue, on every backend: portable at 16 lanes (AVX-512's whole-panel tiles) and 8
     /// (AVX2's strips), and each instruction set the CPU has.
@@ -162,6 +163,9 @@ mod tests {
             (250, 96, 136),
             (601, 40, 200),
             (37, 2 * DEPTH_BLOCK + 41, 70),
+            // Last panels 27 and 37 wide: a tail vector after full ones, at 16 and at 8 lanes.
+            (3, 19, 27),
+            (7, 45, PANEL + 37),
         ] {
             let x = random((rows, in_dim), rows as u64);
             let w = random((out_dim, in_dim), 7);
