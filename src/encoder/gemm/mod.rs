@@ -39,7 +39,8 @@ pub use precision::Precision;
 const PANEL: usize = 64;
 const VECS: usize = PANEL / 16;
 /// Rows per register tile: 6 rows x 4 vectors keep 24 of the 32 vector registers accumulating,
-/// and each step's 4 weight loads and 6 broadcasts feed 24 FMAs.
+/// and each step's 4 weight loads and 6 broadcasts feed 24 FMAs (on AVX2, a strip of 2 vectors:
+/// 12 of the 16 registers, 2 loads and 6 broadcasts feeding 12 FMAs).
 const TILE_ROWS: usize = 6;
 /// Rows one thread takes at a time: enough tiles that a weight panel, once in L2, serves many.
 const CHUNK_ROWS: usize = 16 * TILE_ROWS;
