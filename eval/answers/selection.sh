@@ -11,6 +11,9 @@
 #                                         # default, answers only where the prompt differs
 #   eval/answers/selection.sh em-distractor  # the same on the distractor first 300 (reports)
 set -euo pipefail
+# One function, called on the last line: bash has read the whole script before it runs any of
+# it, so editing the script while a stage runs (they run for hours) cannot change that run.
+main() {
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
 DATA=${RAG_DATA:-../shared/data}
@@ -27,6 +30,14 @@ context() { # DIR NAME FLAGS...
   echo "== $name: $*"
   "$RAG" eval --context-only --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
 }
+answers() { # DIR NAME FLAGS...
+  local dir=$1 name=$2; shift 2
+  echo "== $name: $*"
+  "$RAG" eval --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
+}
+# The selection chosen on the fullwiki questions (stage contexts) and its flags.
+CHOSEN=${CHOSEN:-floor2}
+CHOSEN_FLAGS=(--context-floor 2)
 case "$stage" in
 contexts)
   context "$TUNING" sel-default --questions "$QUESTIONS"
@@ -43,5 +54,43 @@ precision)
   python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-n300" \
     "$RUNS/contexts-int8-n300" "$DISTRACTOR" "$RUNS/changed-int8.json"
   ;;
+em-precision)
+  # Greedy answers to the same prompt are the same: only the prompts int8 changed need both.
+  for precision in f32 int8; do
+    answers "$RUNS" "answers-$precision-changed" --questions "$RUNS/changed-int8.json" --precision $precision
+  done
+  python3 eval/answers/compare.py "$RUNS/answers-f32-changed" "$RUNS/answers-int8-changed" --show \
+    --out "$RUNS/answers-int8-changed/compare.json"
+  ;;
+em-tuning)
+  # The chosen selection against the default on the fullwiki questions whose prompt it changes.
+  python3 eval/answers/changed_contexts.py select "$TUNING/sel-default" "$TUNING/sel-$CHOSEN" \
+    "$QUESTIONS" "$TUNING/changed-$CHOSEN.json"
+  answers "$TUNING" "em-sel-default-changed-$CHOSEN" --questions "$TUNING/changed-$CHOSEN.json"
+  answers "$TUNING" "em-sel-$CHOSEN-changed" --questions "$TUNING/changed-$CHOSEN.json" "${CHOSEN_FLAGS[@]}"
+  python3 eval/answers/compare.py "$TUNING/em-sel-default-changed-$CHOSEN" "$TUNING/em-sel-$CHOSEN-changed" \
+    --show --out "$TUNING/em-sel-$CHOSEN-changed/compare.json"
+  ;;
+em-distractor)
+  # The current default's answers on the first 300: answers-sentence-links-n300's where the
+  # prompt is the same and it did not answer yes or no (decided after the facts since), the
+  # rest regenerated; then the chosen selection's where its prompt differs.
+  context "$RUNS" "contexts-$CHOSEN-n300" --limit 300 "${CHOSEN_FLAGS[@]}"
+  python3 eval/answers/changed_contexts.py select "$RUNS/answers-sentence-links-n300" \
+    "$RUNS/contexts-f32-n300" "$DISTRACTOR" "$RUNS/changed-default.json" --yes-no
+  answers "$RUNS" answers-default-changed --questions "$RUNS/changed-default.json"
+  python3 eval/answers/changed_contexts.py merge "$RUNS/answers-sentence-links-n300" \
+    "$RUNS/answers-default-changed" "$RUNS/answers-selection-default-n300"
+  python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-n300" \
+    "$RUNS/contexts-$CHOSEN-n300" "$DISTRACTOR" "$RUNS/changed-$CHOSEN.json"
+  answers "$RUNS" "answers-$CHOSEN-changed" --questions "$RUNS/changed-$CHOSEN.json" "${CHOSEN_FLAGS[@]}"
+  python3 eval/answers/changed_contexts.py merge "$RUNS/answers-selection-default-n300" \
+    "$RUNS/answers-$CHOSEN-changed" "$RUNS/answers-$CHOSEN-n300"
+  python3 eval/answers/compare.py "$RUNS/answers-selection-default-n300" "$RUNS/answers-$CHOSEN-n300" \
+    --show --out "$RUNS/answers-$CHOSEN-n300/compare.json"
+  ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
+}
+main "$@"
+exit

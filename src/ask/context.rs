@@ -334,6 +334,33 @@ mod tests {
     }
 
     #[test]
+    fn the_floor_gives_each_best_ranked_paragraph_its_best_sentence_first() {
+        let paragraphs = paragraphs();
+        let mut scored = scored(&paragraphs, &[&[0.9, 0.8, 0.7], &[0.3, 0.2]]);
+        // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each. By score alone,
+        // Ed Wood's three sentences fill a budget of 22 words.
+        let by_score = select(&scored, 22, 0, 0.0, words, measure);
+        assert_eq!(
+            by_score.kept,
+            vec![vec![true, true, true], vec![false, false]]
+        );
+        // A floor of 1 is the best-ranked paragraph alone, which had its best sentence anyway.
+        assert_eq!(select(&scored, 22, 1, 0.0, words, measure), by_score);
+        // A floor of 2: Scott Derrickson's best sentence before Ed Wood's second and third.
+        let floored = select(&scored, 22, 2, 0.0, words, measure);
+        assert_eq!(
+            floored.kept,
+            vec![vec![true, false, false], vec![true, false]]
+        );
+        // A floor past the paragraphs there are is all of them.
+        assert_eq!(select(&scored, 22, 9, 0.0, words, measure), floored);
+        // The question naming a paragraph puts it first; the floor adds nothing twice.
+        scored[1].in_question = true;
+        let tight = select(&scored, 11, 2, 0.0, words, measure);
+        assert_eq!(tight.kept, vec![vec![false, false, false], vec![true, false]]);
+    }
+
+    #[test]
     fn near_ties_go_to_the_first_in_rank_and_document_order() {
         let paragraphs = paragraphs();
         // Apart by less than the grain: the first paragraph's sentence is the tie's winner,
