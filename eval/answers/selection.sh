@@ -5,8 +5,9 @@
 #   eval/answers/selection.sh contexts    # fullwiki 240, --context-only, every selection setting
 #   eval/answers/selection.sh precision   # distractor first 300, --context-only, f32 and int8
 #                                         # questions on the f32 index: prompts that change
-#   eval/answers/selection.sh em-precision  # answers for the prompts int8 changed (and the
-#                                         # current default's for the same questions)
+#   eval/answers/selection.sh em-default  # distractor first 300: the current default's answers
+#                                         # (recorded ones where the prompt is unchanged)
+#   eval/answers/selection.sh em-precision  # f32 and int8 answers where int8 changed the prompt
 #   eval/answers/selection.sh em-tuning   # fullwiki 240: the chosen selection against the
 #                                         # default, answers only where the prompt differs
 #   eval/answers/selection.sh em-distractor  # the same on the distractor first 300 (reports)
@@ -22,7 +23,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, precision, em-precision, em-tuning or em-distractor}
+stage=${1:?stage: contexts, precision, em-default, em-precision, em-tuning or em-distractor}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -54,13 +55,24 @@ precision)
   python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-n300" \
     "$RUNS/contexts-int8-n300" "$DISTRACTOR" "$RUNS/changed-int8.json"
   ;;
+em-default)
+  # The current default's answers on the first 300 (f32): answers-sentence-links-n300's where
+  # the prompt is the same and it did not answer yes or no (decided after the facts since),
+  # the rest regenerated.
+  python3 eval/answers/changed_contexts.py select "$RUNS/answers-sentence-links-n300" \
+    "$RUNS/contexts-f32-n300" "$DISTRACTOR" "$RUNS/changed-default.json" --yes-no
+  answers "$RUNS" answers-default-changed --questions "$RUNS/changed-default.json"
+  python3 eval/answers/changed_contexts.py merge "$RUNS/answers-sentence-links-n300" \
+    "$RUNS/answers-default-changed" "$RUNS/answers-selection-default-n300"
+  ;;
 em-precision)
-  # Greedy answers to the same prompt are the same: only the prompts int8 changed need both.
+  # int8 questions on the f32 index: greedy answers to the same prompt are the same, so only
+  # the prompts int8 changed need answers, f32's and int8's.
   for precision in f32 int8; do
     answers "$RUNS" "answers-$precision-changed" --questions "$RUNS/changed-int8.json" --precision $precision
   done
-  python3 eval/answers/compare.py "$RUNS/answers-f32-changed" "$RUNS/answers-int8-changed" --show \
-    --out "$RUNS/answers-int8-changed/compare.json"
+  python3 eval/answers/compare.py "$RUNS/answers-f32-changed" "$RUNS/answers-int8-changed" \
+    --show --out "$RUNS/answers-int8-changed/compare.json"
   ;;
 em-tuning)
   # The chosen selection against the default on the fullwiki questions whose prompt it changes.
@@ -72,15 +84,9 @@ em-tuning)
     --show --out "$TUNING/em-sel-$CHOSEN-changed/compare.json"
   ;;
 em-distractor)
-  # The current default's answers on the first 300: answers-sentence-links-n300's where the
-  # prompt is the same and it did not answer yes or no (decided after the facts since), the
-  # rest regenerated; then the chosen selection's where its prompt differs.
+  # Reports only: the chosen selection's answers where its prompt differs from the default's
+  # (stage em-default), the rest the default's.
   context "$RUNS" "contexts-$CHOSEN-n300" --limit 300 "${CHOSEN_FLAGS[@]}"
-  python3 eval/answers/changed_contexts.py select "$RUNS/answers-sentence-links-n300" \
-    "$RUNS/contexts-f32-n300" "$DISTRACTOR" "$RUNS/changed-default.json" --yes-no
-  answers "$RUNS" answers-default-changed --questions "$RUNS/changed-default.json"
-  python3 eval/answers/changed_contexts.py merge "$RUNS/answers-sentence-links-n300" \
-    "$RUNS/answers-default-changed" "$RUNS/answers-selection-default-n300"
   python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-n300" \
     "$RUNS/contexts-$CHOSEN-n300" "$DISTRACTOR" "$RUNS/changed-$CHOSEN.json"
   answers "$RUNS" "answers-$CHOSEN-changed" --questions "$RUNS/changed-$CHOSEN.json" "${CHOSEN_FLAGS[@]}"
