@@ -304,7 +304,10 @@ mod tests {
         // The link counts only from a kept sentence.
         scored[0].names[0].clear();
         scored[1].names[1] = vec![0];
-        assert_eq!(select(&scored, 22, 0, 0.1, words, measure).kept, without.kept);
+        assert_eq!(
+            select(&scored, 22, 0, 0.1, words, measure).kept,
+            without.kept
+        );
     }
 
     #[test]
@@ -357,7 +360,10 @@ mod tests {
         // The question naming a paragraph puts it first; the floor adds nothing twice.
         scored[1].in_question = true;
         let tight = select(&scored, 11, 2, 0.0, words, measure);
-        assert_eq!(tight.kept, vec![vec![false, false, false], vec![true, false]]);
+        assert_eq!(
+            tight.kept,
+            vec![vec![false, false, false], vec![true, false]]
+        );
     }
 
     #[test]
