@@ -48,12 +48,16 @@ contexts)
     context "$TUNING" sel-floor$floor --questions "$QUESTIONS" --context-floor $floor
   done
   context "$TUNING" sel-250-floor2 --questions "$QUESTIONS" --context-tokens 250 --context-floor 2
+  python3 eval/answers/selection_report.py "$TUNING/sel-default" "$TUNING"/sel-{250,floor2,floor3,250-floor2} \
+    --docs "$INDEX/docs.jsonl" --out eval/answers/selection.md
   ;;
 precision)
   context "$RUNS" contexts-f32-n300 --limit 300 --precision f32
   context "$RUNS" contexts-int8-n300 --limit 300 --precision int8
   python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-n300" \
     "$RUNS/contexts-int8-n300" "$DISTRACTOR" "$RUNS/changed-int8.json"
+  python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-n300" "$RUNS/contexts-int8-n300" \
+    --out "$RUNS/contexts-int8-n300/changes.json"
   ;;
 em-default)
   # The current default's answers on the first 300 (f32): answers-sentence-links-n300's where
@@ -98,5 +102,4 @@ em-distractor)
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 }
-main "$@"
-exit
+main "$@"; exit
