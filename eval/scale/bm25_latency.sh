@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Warm BM25 and fusion two-hop /search latency on a large index, two `rag` binaries side by side
-# (BM25 scoring every match against MaxScore, src/index/bm25/max_score.rs), alternated ROUNDS
-# times on the same machine: eval/scale/results/bm25_max_score/<name>-<round>.json.
+# Warm BM25 and fusion two-hop /search latency on a large index, two `rag` binaries side by side,
+# alternated ROUNDS times on the same machine: $OUT/<name>-<round>.json and $OUT/summary.md.
+# Made for BM25 scoring every match against MaxScore (src/index/bm25/max_score.rs, OUT's
+# default); OUT=eval/scale/results/fusion_parallel_5200000 holds a second hop's searches run
+# one after another against side by side.
 #   eval/scale/bm25_latency.sh INDEX BEFORE_BIN AFTER_BIN [QUESTIONS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 index=$1 before=$2 after=$3 questions=${4:-50} rounds=${5:-2}
-out=eval/scale/results/bm25_max_score
+out=${OUT:-eval/scale/results/bm25_max_score}
 mkdir -p "$out"
 for round in $(seq 1 "$rounds"); do
   for name in before after; do

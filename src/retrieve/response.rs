@@ -41,11 +41,21 @@ impl Hit {
     }
 }
 
+/// Time spent encoding and searching; parts that run side by side (a fusion search's dense
+/// and BM25 halves, several BM25 queries) each count whole, so the parts may sum past the total.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SearchTimings {
     pub encode_ms: f64,
     pub search_ms: f64,
     pub total_ms: f64,
+}
+
+impl SearchTimings {
+    pub fn add(&mut self, other: &SearchTimings) {
+        self.encode_ms += other.encode_ms;
+        self.search_ms += other.search_ms;
+        self.total_ms += other.total_ms;
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
