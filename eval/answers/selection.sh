@@ -3,6 +3,7 @@
 # reported on the distractor ones) and answers that do not hinge on the encoder's precision.
 # Every stage is re-runnable; `rag eval` runs resume by name.
 #   eval/answers/selection.sh contexts    # fullwiki 240, --context-only, every selection setting
+#   eval/answers/selection.sh weights     # fullwiki 240, --context-only, a lower rank weight
 #   eval/answers/selection.sh precision   # distractor first 300, --context-only, f32 and int8
 #                                         # questions on the f32 index: prompts that change
 #   eval/answers/selection.sh em-default  # distractor first 300: the current default's answers
@@ -23,7 +24,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, precision, em-default, em-precision, em-tuning or em-distractor}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, em-tuning or em-distractor}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -49,6 +50,13 @@ contexts)
   done
   context "$TUNING" sel-250-floor2 --questions "$QUESTIONS" --context-tokens 250 --context-floor 2
   python3 eval/answers/selection_report.py "$TUNING/sel-default" "$TUNING"/sel-{250,floor2,floor3,250-floor2} \
+    --docs "$INDEX/docs.jsonl" --out eval/answers/selection.md
+  ;;
+weights)
+  # The first-hop paragraph takes several sentences where a bridge's second paragraph gets one
+  # (selection.md's misses): half the rank weight spreads the budget across paragraphs.
+  context "$TUNING" sel-w-rank0.15 --questions "$QUESTIONS" --sentence-weights 1,1,0.15,0.15,0.3
+  python3 eval/answers/selection_report.py "$TUNING/sel-default" "$TUNING"/sel-{250,floor2,w-rank0.15} \
     --docs "$INDEX/docs.jsonl" --out eval/answers/selection.md
   ;;
 precision)
