@@ -37,9 +37,10 @@ answers() { # DIR NAME FLAGS...
   echo "== $name: $*"
   "$RAG" eval --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
 }
-# The selection chosen on the fullwiki questions (stage contexts) and its flags.
-CHOSEN=${CHOSEN:-floor2}
-CHOSEN_FLAGS=(--context-floor 2)
+# The selection to answer with (a context run sel-$CHOSEN of stage contexts or weights) and its
+# flags: the best answer-in-context at an unchanged prompt length (floor2 lost, selection.md).
+CHOSEN=${CHOSEN:-w-rank0.15}
+read -ra CHOSEN_FLAGS <<< "${CHOSEN_FLAGS:---sentence-weights 1,1,0.15,0.15,0.3}"
 case "$stage" in
 contexts)
   context "$TUNING" sel-default --questions "$QUESTIONS"
