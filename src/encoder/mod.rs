@@ -10,6 +10,7 @@ mod head;
 mod kernels;
 pub mod pooling;
 pub mod profile;
+mod simd;
 pub mod tiny;
 
 use std::path::{Path, PathBuf};

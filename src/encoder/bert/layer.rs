@@ -14,9 +14,9 @@ use crate::encoder::kernels;
 use crate::encoder::profile::{self, Op};
 use crate::encoder::Precision;
 
-/// A projection prepared for inference: packed for the AVX-512 kernel where the CPU has it (in
-/// bf16 or 8-bit integers when asked, which `PackedLinear::new_bf16`/`new_int8` refuse where
-/// the CPU cannot), else
+/// A projection prepared for inference: packed for the AVX-512 or AVX2 kernel where the CPU has
+/// one (in bf16 or 8-bit integers when asked, which `PackedLinear::new_bf16`/`new_int8` refuse
+/// where the CPU cannot), else
 /// kept transposed to `[in, out]` and contiguous so that candle's GEMM reads it in place instead
 /// of repacking it on every call (most of the cost of encoding one short question).
 enum Projection {

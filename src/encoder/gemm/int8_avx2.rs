@@ -17,7 +17,8 @@
 //! weights, dropping the `vpsignb`, measured within the noise of this kernel and cost accuracy.
 
 use super::int8::{int8_scales, Int8Source, QUAD};
-use super::{kernels, Epilogue, PanelSource, Tile, PANEL};
+use super::{PanelSource, Tile, PANEL};
+use crate::encoder::simd::Isa;
 
 /// Output columns per AVX2 vector: 8 i32 sums, each over one quad of bytes.
 const LANES: usize = 8;
@@ -78,31 +79,9 @@ impl PanelSource for Avx2Int8Source {
         }
     }
 
-    /// The bias and `epilogue` on the first `rows` rows, in plain code vectorised for AVX2
-    /// (the GELU's polynomials included), while the tile is still in L1.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn finish(
-        tile: &Tile<Self>,
-        rows: usize,
-        bias: *const f32,
-        epilogue: Epilogue,
-        at: usize,
-    ) {
-        let bias = std::slice::from_raw_parts(bias, tile.cols);
-        for r in 0..rows {
-            let offset = r * tile.out_dim;
-            // SAFETY: this tile's rows of the output are written by this thread only.
-            let out = std::slice::from_raw_parts_mut(tile.out.add(offset), tile.cols);
-            let sums = out.iter_mut().zip(bias);
-            match epilogue {
-                Epilogue::Bias => sums.for_each(|(y, b)| *y += b),
-                Epilogue::BiasGelu => sums.for_each(|(y, b)| *y = kernels::gelu(*y + b)),
-                Epilogue::BiasResidual(residual) => {
-                    let skip = &residual[at + offset..at + offset + tile.cols];
-                    sums.zip(skip).for_each(|((y, b), s)| *y = *y + b + s);
-                }
-            }
-        }
+    /// The epilogue on 8-lane vectors: this kernel's CPU may lack AVX-512.
+    fn isa(&self) -> Isa {
+        Isa::Avx2
     }
 }
 

@@ -1,4 +1,5 @@
-//! The inference projections' GEMM, for CPUs with AVX-512. A projection's weights never change
+//! The inference projections' GEMM, for CPUs with AVX-512 or AVX2 with FMA (the f32 kernel and
+//! the epilogues are written once over the vector width, `super::simd`). A projection's weights never change
 //! at inference, so they are packed once at load into the layout the kernel streams (panels of
 //! 64 output columns, one row of the panel per input feature) instead of being repacked on
 //! every call as a general GEMM must; the activations are read in place, one broadcast per
@@ -14,6 +15,7 @@
 //! them) and [`int8`] (AVX-512 VNNI, or AVX2 in [`int8_avx2`]), chosen by [`Precision`].
 
 mod bf16;
+mod epilogue;
 mod float;
 mod int8;
 mod int8_avx2;
@@ -24,18 +26,21 @@ use candle_core::{bail, Result, Tensor};
 use rayon::prelude::*;
 
 use super::kernels;
+use super::simd::Isa;
 use bf16::{Bf16Rows, Bf16Source, Bf16Weights};
+use epilogue::Epilogue;
 use float::{F32Source, PanelRow};
 use int8::{Int8Kernel, Int8Rows, Int8Source, Int8Weights, QUAD};
 use int8_avx2::Avx2Int8Source;
 use op::PackedLinearOp;
 pub use precision::Precision;
 
-/// Output columns per panel: four AVX-512 vectors.
+/// Output columns per panel: four AVX-512 vectors (on AVX2, four strips of two 8-lane ones).
 const PANEL: usize = 64;
 const VECS: usize = PANEL / 16;
 /// Rows per register tile: 6 rows x 4 vectors keep 24 of the 32 vector registers accumulating,
-/// and each step's 4 weight loads and 6 broadcasts feed 24 FMAs.
+/// and each step's 4 weight loads and 6 broadcasts feed 24 FMAs (on AVX2, a strip of 2 vectors:
+/// 12 of the 16 registers, 2 loads and 6 broadcasts feeding 12 FMAs).
 const TILE_ROWS: usize = 6;
 /// Rows one thread takes at a time: enough tiles that a weight panel, once in L2, serves many.
 const CHUNK_ROWS: usize = 16 * TILE_ROWS;
@@ -87,28 +92,13 @@ fn first_lanes(n: usize) -> u16 {
     }
 }
 
-/// Whether this CPU runs the packed kernel (else the caller keeps candle's GEMM).
+/// Whether this CPU runs the packed f32 kernel, on AVX-512 or AVX2 with FMA (else the caller
+/// keeps candle's GEMM).
 pub fn supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Isa::detect().is_some()
 }
 
-/// What happens to `x W^T + b` before it is stored.
-#[derive(Clone, Copy)]
-enum Epilogue<'a> {
-    Bias,
-    BiasGelu,
-    /// Adds the `[rows, out]` residual stream (the layer's input).
-    BiasResidual(&'a [f32]),
-}
-
-/// A linear layer `x W^T + b` packed for the AVX-512 kernel.
+/// A linear layer `x W^T + b` packed for the AVX-512 or AVX2 kernels.
 pub struct PackedLinear {
     in_dim: usize,
     out_dim: usize,
@@ -118,8 +108,12 @@ pub struct PackedLinear {
 }
 
 enum Weights {
-    /// `[panel][in_dim]` rows of 64 output columns, zero beyond `out_dim`.
-    F32(Vec<PanelRow>),
+    /// `[panel][in_dim]` rows of 64 output columns, zero beyond `out_dim`, for the kernel of
+    /// `isa`.
+    F32 {
+        panels: Vec<PanelRow>,
+        isa: Isa,
+    },
     Bf16(Bf16Weights),
     Int8(Int8Weights),
 }
@@ -167,7 +161,11 @@ impl PackedLinear {
     fn run(&self, xs: &[f32], epilogue: Epilogue) -> Vec<f32> {
         let rows = xs.len() / self.in_dim;
         let input = match &self.weights {
-            Weights::F32(panels) => Input::F32 { panels, xs },
+            Weights::F32 { panels, isa } => Input::F32 {
+                panels,
+                xs,
+                isa: *isa,
+            },
             Weights::Bf16(weights) => Input::Bf16 {
                 weights,
                 // SAFETY: `new_bf16` checked `bf16_supported()`.
@@ -227,7 +225,7 @@ impl PackedLinear {
         epilogue: Epilogue,
     ) {
         match input {
-            Input::F32 { panels, xs } => {
+            Input::F32 { panels, xs, isa } => {
                 for depth in (0..self.in_dim).step_by(DEPTH_BLOCK) {
                     let depth = depth..self.in_dim.min(depth + DEPTH_BLOCK);
                     let finish = (depth.end == self.in_dim).then_some(epilogue);
@@ -236,6 +234,7 @@ impl PackedLinear {
                         in_dim: self.in_dim,
                         weights: panels[panel * self.in_dim..].as_ptr().cast::<f32>(),
                         depth: depth.clone(),
+                        isa: *isa,
                     });
                 }
             }
@@ -315,7 +314,7 @@ impl PackedLinear {
                 _ => S::accumulate::<1>(&tile),
             }
             if let Some(epilogue) = finish {
-                S::finish(&tile, take, bias, epilogue, at);
+                tile.finish(tile.source.isa(), take, bias, epilogue, at);
             }
             row += take;
         }
@@ -327,6 +326,7 @@ enum Input<'a> {
     F32 {
         panels: &'a [PanelRow],
         xs: &'a [f32],
+        isa: Isa,
     },
     Bf16 {
         weights: &'a Bf16Weights,
@@ -361,17 +361,10 @@ trait PanelSource: Sized {
     /// registers: inlined together, it spilled some.
     unsafe fn accumulate<const R: usize>(tile: &Tile<Self>);
 
-    /// Finishes the first `rows` rows of `tile` (see [`Tile::finish`]): the AVX-512 way unless
-    /// the source's kernel runs on narrower vectors.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn finish(
-        tile: &Tile<Self>,
-        rows: usize,
-        bias: *const f32,
-        epilogue: Epilogue,
-        at: usize,
-    ) {
-        tile.finish(rows, bias, epilogue, at);
+    /// The vector backend that finishes this source's tiles ([`Tile::finish`]): AVX-512 unless
+    /// the source's kernel runs on another.
+    fn isa(&self) -> Isa {
+        Isa::Avx512
     }
 }
 
@@ -383,7 +376,7 @@ impl<S> Tile<S> {
     }
 
     /// Stores `R` rows of f32 sums (`VECS` vectors a row) into the tile's output, masked to its
-    /// columns: how the f32 and bf16 kernels end a tile. Always inlined, so that it is compiled
+    /// columns: how the bf16 kernel ends a tile. Always inlined, so that it is compiled
     /// with the calling kernel's features and the accumulators stay in its registers.
     #[inline(always)]
     unsafe fn store<const R: usize>(&self, acc: &[[std::arch::x86_64::__m512; VECS]; R]) {
@@ -392,33 +385,6 @@ impl<S> Tile<S> {
             for (v, &a) in acc.iter().enumerate() {
                 let at = self.out.add(r * self.out_dim + v * 16);
                 _mm512_mask_storeu_ps(at, self.lanes(v * 16), a);
-            }
-        }
-    }
-
-    /// Finishes the first `rows` rows' sums, still in L1: adds the bias, then applies
-    /// `epilogue`; `at` is the tile's offset in output-shaped arrays (the residual).
-    #[target_feature(enable = "avx512f")]
-    unsafe fn finish(&self, rows: usize, bias: *const f32, epilogue: Epilogue, at: usize) {
-        use std::arch::x86_64::*;
-        for r in 0..rows {
-            for first in (0..self.cols).step_by(16) {
-                let lanes = self.lanes(first);
-                let offset = r * self.out_dim + first;
-                let out = self.out.add(offset);
-                let y = _mm512_add_ps(
-                    _mm512_maskz_loadu_ps(lanes, out),
-                    _mm512_loadu_ps(bias.add(first)),
-                );
-                let y = match epilogue {
-                    Epilogue::Bias => y,
-                    Epilogue::BiasGelu => kernels::gelu_lanes(y),
-                    Epilogue::BiasResidual(residual) => {
-                        let skip = residual.as_ptr().add(at + offset);
-                        _mm512_add_ps(y, _mm512_maskz_loadu_ps(lanes, skip))
-                    }
-                };
-                _mm512_mask_storeu_ps(out, lanes, y);
             }
         }
     }

@@ -113,7 +113,7 @@ fn wrong_input_width_is_an_error() {
     if !supported() {
         return crate::skip::skip(
             concat!(module_path!(), "::wrong_input_width_is_an_error"),
-            "this CPU has no AVX-512",
+            "this CPU has neither AVX-512 nor AVX2 with FMA",
         );
     }
     let packed =

@@ -8,6 +8,8 @@ use rayon::prelude::*;
 
 use super::math::softmax_in_place;
 use super::{contiguous_f32, multiversion};
+#[cfg(target_arch = "x86_64")]
+use crate::encoder::simd::Isa;
 
 /// Multi-head self-attention straight from the fused QKV projection: for each sequence and
 /// head, `softmax(q k^T / sqrt(d) ) v` over that sequence's real tokens only. Never materialising
@@ -25,14 +27,24 @@ struct Attention {
 /// first `len` tokens real; then the number of heads and the head dimension.
 type SequenceKernel = fn(&[f32], &mut [f32], usize, usize, usize);
 
-/// The AVX-512 kernel where the CPU has it, else the portable one.
+/// The vector kernel for the widest instruction set the CPU has (AVX-512, or AVX2 with FMA),
+/// else the portable one.
 fn sequence_kernel() -> SequenceKernel {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU supports AVX-512F (checked just above).
-        return |qkv, out, len, heads, dh| unsafe {
-            avx512::attend_sequence(qkv, out, len, heads, dh)
-        };
+    match Isa::detect() {
+        // SAFETY: the CPU has the instruction set (just detected).
+        Some(Isa::Avx512) => {
+            return |qkv, out, len, heads, dh| unsafe {
+                tiled::attend_sequence_avx512(qkv, out, len, heads, dh)
+            }
+        }
+        // SAFETY: as above.
+        Some(Isa::Avx2) => {
+            return |qkv, out, len, heads, dh| unsafe {
+                tiled::attend_sequence_avx2(qkv, out, len, heads, dh)
+            }
+        }
+        _ => {}
     }
     attend_sequence
 }
@@ -102,7 +114,7 @@ impl CustomOp3 for Attention {
     }
 }
 
-/// Vector width the attention blocks are laid out for (one AVX-512 register of f32).
+/// Vector width the portable kernel's blocks are laid out for.
 const LANES: usize = 16;
 /// Query rows computed together, so each key or value vector loaded feeds several FMAs.
 const ROWS: usize = 4;
@@ -112,7 +124,7 @@ fn round_up(n: usize, to: usize) -> usize {
 }
 
 multiversion! {
-    /// The portable [`SequenceKernel`], for CPUs without AVX-512.
+    /// The portable [`SequenceKernel`], for CPUs with neither AVX-512 nor AVX2 with FMA.
     /// Register-blocked: a `ROWS x LANES` tile of scores (or of context) stays in registers
     /// while the loop over the head dimension (or over keys) streams through L1-resident
     /// copies of K (transposed) and V, zero-padded to whole vectors.
@@ -188,9 +200,10 @@ multiversion! {
     }
 }
 
-/// The attention kernel in AVX-512 intrinsics (`attention/avx512.rs`).
-#[cfg(target_arch = "x86_64")]
-mod avx512;
+/// The attention kernel over vectors (`attention/tiled.rs`), and its copy of the keys
+/// transposed (`attention/transpose.rs`).
+mod tiled;
+mod transpose;
 
 /// Self-attention for `qkv` `[.., 3*hidden]` (Q, K, V stacked, biases applied, the leading
 /// dimensions taken as rows) where sequence `b` is the `lengths[b]` rows from `starts[b]` on
@@ -273,17 +286,40 @@ mod tests {
             })
             .collect();
         let packed_starts = Tensor::new(packed_starts, &Device::Cpu).unwrap();
-        let kernels: [(&str, SequenceKernel); 2] = [
+        // The vector kernel's tiles at both widths on plain arrays, then on each instruction
+        // set the CPU has (the dispatched kernel is the widest).
+        let mut kernels: Vec<(&str, SequenceKernel)> = vec![
             ("dispatched", sequence_kernel()),
             ("portable", attend_sequence),
+            (
+                "tiled on 16 portable lanes",
+                tiled::attend_sequence_portable16,
+            ),
+            (
+                "tiled on 8 portable lanes",
+                tiled::attend_sequence_portable8,
+            ),
         ];
+        #[cfg(target_arch = "x86_64")]
+        for isa in Isa::available() {
+            kernels.push(match isa {
+                // SAFETY: the CPU has the instruction set (just detected).
+                Isa::Avx512 => ("avx512", |q, o, l, h, d| unsafe {
+                    tiled::attend_sequence_avx512(q, o, l, h, d)
+                }),
+                // SAFETY: as above.
+                _ => ("avx2", |q, o, l, h, d| unsafe {
+                    tiled::attend_sequence_avx2(q, o, l, h, d)
+                }),
+            });
+        }
         for (heads, dh) in [(3, 8), (2, 20), (2, 32), (2, 48), (2, 64)] {
             // The wider spread drives some exponents below the approximation's cutoff.
             for spread in [1.0, 4.0] {
                 let shape = (lengths.len(), t, 3 * heads * dh);
                 let qkv = Tensor::randn(0f32, spread, shape, &Device::Cpu).unwrap();
                 let theirs = reference_attention(&qkv, &lengths, heads, dh);
-                for (name, kernel) in kernels {
+                for &(name, kernel) in &kernels {
                     let op = Attention {
                         heads,
                         head_dim: dh,

@@ -77,61 +77,59 @@ pub(super) fn softmax_in_place(xs: &mut [f32]) {
     xs.iter_mut().for_each(|x| *x *= inv);
 }
 
-/// The same approximations on AVX-512 vectors, for the kernels written in intrinsics.
-#[cfg(target_arch = "x86_64")]
-pub(super) mod vector {
+/// The same approximations on vectors of any width ([`Simd`]), for the kernels written over
+/// it: the GEMM's GELU epilogue and the attention's softmax.
+pub(in crate::encoder) mod vector {
     use super::{ERF_P, ERF_POLY, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO};
-    use std::arch::x86_64::*;
+    use crate::encoder::simd::Simd;
 
     /// [`super::gelu`] on a vector, with the same erf and exp approximations; the division in
     /// the erf is a reciprocal estimate refined by one Newton step (to about 23 bits).
-    #[target_feature(enable = "avx512f")]
-    pub(in crate::encoder) fn gelu_lanes(x: __m512) -> __m512 {
-        let z = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::FRAC_1_SQRT_2));
-        let a = _mm512_abs_ps(z);
-        let d = _mm512_fmadd_ps(a, _mm512_set1_ps(ERF_P), _mm512_set1_ps(1.0));
-        let t = _mm512_rcp14_ps(d);
-        let t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0)));
+    ///
+    /// # Safety
+    /// Needs `S`'s instruction set; inlines into a kernel compiled for it.
+    #[inline(always)]
+    pub(in crate::encoder) unsafe fn gelu<S: Simd>(x: S::V) -> S::V {
+        let z = S::mul(x, S::splat(std::f32::consts::FRAC_1_SQRT_2));
+        let a = S::abs(z);
+        let t = S::recip(S::fmadd(a, S::splat(ERF_P), S::splat(1.0)));
         let [a5, a4, a3, a2, a1] = ERF_POLY;
-        let mut poly = _mm512_set1_ps(a5);
+        let mut poly = S::splat(a5);
         for c in [a4, a3, a2, a1] {
-            poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(c));
+            poly = S::fmadd(poly, t, S::splat(c));
         }
-        poly = _mm512_mul_ps(poly, t);
-        let gauss = exp_lanes(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a), !0);
-        let erf_abs = _mm512_fnmadd_ps(poly, gauss, _mm512_set1_ps(1.0));
-        let sign = _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32(i32::MIN));
-        let erf = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(erf_abs), sign));
-        let half = _mm512_mul_ps(x, _mm512_set1_ps(0.5));
-        _mm512_fmadd_ps(half, erf, half)
+        poly = S::mul(poly, t);
+        let gauss = exp::<S>(S::mul(S::sub(S::zero(), a), a));
+        let erf = S::xor_sign(S::fnmadd(poly, gauss, S::splat(1.0)), z);
+        let half = S::mul(x, S::splat(0.5));
+        S::fmadd(half, erf, half)
     }
 
-    /// [`super::exp_approx`] in the lanes of `live`, zero in the others. `#[inline]` so that
-    /// the attention kernel's softmax, in another module, can still inline it.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(in crate::encoder::kernels) fn exp_lanes(x: __m512, live: __mmask16) -> __m512 {
-        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        let n = _mm512_roundscale_ps::<NEAREST>(_mm512_mul_ps(
-            x,
-            _mm512_set1_ps(std::f32::consts::LOG2_E),
-        ));
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+    /// [`super::exp_approx`] on a vector of `x <= 0` (its callers': `-a^2`, `score - max`):
+    /// zero (not a denormal) at and below `EXP_MIN`, and for minus infinity.
+    ///
+    /// # Safety
+    /// As for [`gelu`].
+    #[inline(always)]
+    pub(in crate::encoder) unsafe fn exp<S: Simd>(x: S::V) -> S::V {
+        let n = S::round(S::mul(x, S::splat(std::f32::consts::LOG2_E)));
+        let r = S::fnmadd(n, S::splat(LN2_HI), x);
+        let r = S::fnmadd(n, S::splat(LN2_LO), r);
         let [c6, c5, c4, c3, c2] = EXP_POLY;
-        let mut p = _mm512_set1_ps(c6);
+        let mut p = S::splat(c6);
         for c in [c5, c4, c3, c2, 1.0, 1.0] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+            p = S::fmadd(p, r, S::splat(c));
         }
-        // Zero rather than a denormal below `EXP_MIN`, as in `exp_approx`.
-        let live = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(live, x, _mm512_set1_ps(EXP_MIN));
-        _mm512_maskz_scalef_ps(live, p, n)
+        // Below `EXP_MIN`, `n` leaves the range `scale_pow2` handles: those lanes are zeroed.
+        S::zero_unless_above(S::scale_pow2(p, n), x, EXP_MIN)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encoder::simd::probe::{each, Probe};
+    use crate::encoder::simd::Simd;
 
     #[test]
     fn exp_and_erf_match_libm() {
@@ -148,33 +146,72 @@ mod tests {
         assert!(worst_erf < 6e-7, "erf error {worst_erf}");
     }
 
-    /// The vector GELU of the GEMM epilogue against the scalar one (itself checked against
-    /// libm above), far into both tails where exp underflows.
-    #[cfg(target_arch = "x86_64")]
+    /// `f` on a vector of `xs` (whole vectors of `S`) lane by lane.
+    unsafe fn lanes<S: Simd>(xs: &[f32], f: impl Fn(S::V) -> S::V) -> Vec<f32> {
+        let mut ys = vec![0f32; xs.len()];
+        for (x, y) in xs.chunks_exact(S::LANES).zip(ys.chunks_exact_mut(S::LANES)) {
+            S::store(y.as_mut_ptr(), f(S::load(x.as_ptr())));
+        }
+        ys
+    }
+
+    /// The worst difference of the vector GELU from the scalar one over [-30, 30), relative
+    /// above 1.
+    struct GeluError;
+
+    impl Probe for GeluError {
+        type Out = f32;
+        unsafe fn run<S: Simd>(&self) -> f32 {
+            let xs: Vec<f32> = (-30_000..30_000).map(|i| i as f32 / 1000.0).collect();
+            let ys = lanes::<S>(&xs, |x| vector::gelu::<S>(x));
+            let error = |(x, y): (&f32, f32)| (y - gelu(*x)).abs() / x.abs().max(1.0);
+            xs.iter().zip(ys).map(error).fold(0.0, f32::max)
+        }
+    }
+
+    /// The worst relative difference of the vector exp from the scalar one over [-100, 0],
+    /// through the underflow cutoff, and whether minus infinity gives zero.
+    struct ExpError;
+
+    impl Probe for ExpError {
+        type Out = (f32, f32);
+        unsafe fn run<S: Simd>(&self) -> (f32, f32) {
+            let xs: Vec<f32> = (-100_000..=0)
+                .map(|i| i as f32 / 1000.0)
+                .chain([f32::NEG_INFINITY; 16])
+                .collect();
+            let xs = &xs[xs.len() % S::LANES..];
+            let ys = lanes::<S>(xs, |x| vector::exp::<S>(x));
+            let mut worst = 0f32;
+            for (&x, y) in xs.iter().zip(&ys) {
+                let want = if x == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    exp_approx(x)
+                };
+                let error = if want == 0.0 {
+                    y.abs()
+                } else {
+                    (y - want).abs() / want
+                };
+                worst = worst.max(error);
+            }
+            (worst, ys[ys.len() - 1])
+        }
+    }
+
+    /// The vector GELU of the GEMM epilogue and the vector exp of the softmax, on every
+    /// backend, against the scalar ones (themselves checked against libm above), far into
+    /// the tails where exp underflows.
     #[test]
-    fn vector_gelu_matches_scalar() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            return crate::skip::skip(
-                concat!(module_path!(), "::vector_gelu_matches_scalar"),
-                "no AVX-512 on this CPU",
-            );
+    fn vector_gelu_and_exp_match_scalar() {
+        for (isa, worst) in each(&GeluError) {
+            assert!(worst < 1e-6, "{isa:?} GELU differs from scalar by {worst}");
         }
-        use super::vector::gelu_lanes;
-        use std::arch::x86_64::*;
-        let mut worst = 0f32;
-        for block in (-30_000..30_000).step_by(16) {
-            let xs: [f32; 16] = std::array::from_fn(|l| (block + l as i32) as f32 / 1000.0);
-            let mut ys = [0f32; 16];
-            // SAFETY: AVX-512 checked above; both arrays hold one vector.
-            unsafe {
-                let y = gelu_lanes(_mm512_loadu_ps(xs.as_ptr()));
-                _mm512_storeu_ps(ys.as_mut_ptr(), y);
-            }
-            for (x, y) in xs.iter().zip(ys) {
-                worst = worst.max((y - gelu(*x)).abs() / x.abs().max(1.0));
-            }
+        for (isa, (worst, at_minus_infinity)) in each(&ExpError) {
+            assert!(worst < 1e-6, "{isa:?} exp differs from scalar by {worst}");
+            assert_eq!(at_minus_infinity, 0.0, "{isa:?} exp(-inf)");
         }
-        assert!(worst < 1e-6, "vector GELU differs from scalar by {worst}");
     }
 
     /// The oracle: candle's scalar f64 erf, the one its own `gelu_erf` uses.

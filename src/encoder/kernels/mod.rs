@@ -13,9 +13,7 @@ use rayon::prelude::*;
 pub use attention::attention;
 pub use bias_gelu::bias_gelu;
 pub use differentiable::{bias_add, gelu_train, layer_norm, masked_softmax_train};
-pub(super) use math::gelu;
-#[cfg(target_arch = "x86_64")]
-pub(super) use math::vector::gelu_lanes;
+pub(super) use math::vector::{exp as exp_vector, gelu as gelu_vector};
 
 pub(super) fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
     let data = storage.as_slice::<f32>()?;

@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 
 use super::super::{Epilogue, PackedLinear, SharedOut, Tile, PANEL};
 use super::{Bf16Rows, PairRow};
+use crate::encoder::simd::Isa;
 
 /// Rows (and columns) of one tile; an activation tile holds 16 pairs of features per row.
 pub(in crate::encoder::gemm) const TILE: usize = 16;
@@ -121,7 +122,7 @@ impl PackedLinear {
                 out_dim: self.out_dim,
                 cols,
             };
-            tile.finish(take, bias, epilogue, at);
+            tile.finish(Isa::Avx512, take, bias, epilogue, at);
         }
         asm!("tilerelease", options(nostack, nomem));
     }
