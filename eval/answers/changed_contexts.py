@@ -2,9 +2,11 @@
 """Regenerates only what a context change touched. Greedy decoding of the same prompt gives the
 same answer, so a run whose prompts changed for a few questions needs new answers only there.
 
-  select BEFORE_RUN CONTEXT_RUN QUESTIONS_JSON OUT_JSON
+  select BEFORE_RUN CONTEXT_RUN QUESTIONS_JSON OUT_JSON [--yes-no]
       the questions (HotpotQA records from QUESTIONS_JSON) whose context in CONTEXT_RUN (a
-      `rag eval --context-only` run) differs from BEFORE_RUN's, written to OUT_JSON
+      `rag eval --context-only` run) differs from BEFORE_RUN's, written to OUT_JSON; with
+      --yes-no also those BEFORE_RUN answered yes or no (for a BEFORE_RUN made before yes/no
+      answers were decided after the facts: the same prompt may then answer otherwise)
   merge BEFORE_RUN CHANGED_RUN OUT_RUN
       BEFORE_RUN's predictions with CHANGED_RUN's replacing those it holds, as OUT_RUN's
       predictions.jsonl, and a summary.json of EM, F1 and answer-in-context over them
@@ -27,10 +29,21 @@ def predictions(run):
         return [json.loads(line) for line in f]
 
 
-def select(before, contexts, questions, out):
+def yes_or_no(prediction):
+    words = (prediction or "").strip().lower().split()
+    return bool(words) and words[0].strip(".,!") in ("yes", "no")
+
+
+def select(before, contexts, questions, out, *flags):
+    if set(flags) - {"--yes-no"}:
+        sys.exit(f"changed_contexts.py: unknown flags {flags}")
     old = {r["id"]: r for r in predictions(before)}
     new = {r["id"]: r for r in predictions(contexts)}
     changed = {q for q in new if q in old and new[q]["context"] != old[q]["context"]}
+    if "--yes-no" in flags:
+        answered = {q for q in new if q in old and yes_or_no(old[q]["prediction"])}
+        print(f"{len(answered - changed)} more answered yes or no in {before}")
+        changed |= answered
     records = [r for r in json.load(open(questions)) if r["_id"] in changed]
     json.dump(records, open(out, "w"))
     shared = [q for q in new if q in old]

@@ -91,8 +91,10 @@ pub fn names(
 /// The best sentences that fit in `budget` tokens. `count` gives a sentence's tokens; `measure`
 /// the tokens of a rendered context (so a paragraph's header costs `measure` of the paragraph
 /// without text). First each paragraph the question names gets its best sentence (in rank
-/// order, while they fit); then sentences are taken best first while they fit, each kept
-/// sentence adding `link` to the sentences of the paragraphs it names (once per paragraph).
+/// order, while they fit), then each of the first `floor` paragraphs in rank order that has
+/// none yet (a bridge's two paragraphs, when retrieval ranks them first, each hold half the
+/// evidence); then sentences are taken best first while they fit, each kept sentence adding
+/// `link` to the sentences of the paragraphs it names (once per paragraph).
 /// Scores are compared at [`order::GRAIN`], ties going to the first in rank and document order,
 /// so that an index built in another precision chooses alike. Since pieces counted apart can
 /// tokenize differently together, the rendered context is measured at the end and the last
@@ -100,6 +102,7 @@ pub fn names(
 pub fn select(
     scored: &[ScoredParagraph],
     budget: usize,
+    floor: usize,
     link: f32,
     count: impl Fn(&str) -> usize,
     measure: impl Fn(&[Paragraph]) -> usize,
@@ -140,12 +143,11 @@ pub fn select(
                 order::best_first(key(a), key(b))
             })
         };
-    let questioned: Vec<usize> = (0..scored.len())
-        .filter(|&p| scored[p].in_question)
-        .collect();
-    let mut next_question = questioned.into_iter();
+    let named = (0..scored.len()).filter(|&p| scored[p].in_question);
+    let floored = (0..floor.min(scored.len())).filter(|&p| !scored[p].in_question);
+    let mut first_sentence_of = named.chain(floored);
     loop {
-        let chosen = match next_question.next() {
+        let chosen = match first_sentence_of.next() {
             Some(p) => best(
                 &open,
                 &bonus,
@@ -266,7 +268,7 @@ mod tests {
         let paragraphs = paragraphs();
         let scored = scored(&paragraphs, &[&[0.9, 0.1, 0.8], &[0.95, 0.2]]);
         // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each.
-        let selection = select(&scored, 30, 0.0, words, measure);
+        let selection = select(&scored, 30, 0, 0.0, words, measure);
         assert_eq!(
             selection.kept,
             vec![vec![true, false, true], vec![true, false]]
@@ -290,19 +292,22 @@ mod tests {
         // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each. Without the
         // link, Ed Wood's three sentences fit (21); with it, Scott Derrickson's first sentence
         // (0.55 + 0.1) comes before Ed Wood's third and fills the budget (22).
-        let without = select(&scored, 22, 0.0, words, measure);
+        let without = select(&scored, 22, 0, 0.0, words, measure);
         assert_eq!(
             without.kept,
             vec![vec![true, true, true], vec![false, false]]
         );
-        let with = select(&scored, 22, 0.1, words, measure);
+        let with = select(&scored, 22, 0, 0.1, words, measure);
         assert_eq!(with.kept, vec![vec![true, false, false], vec![true, false]]);
         assert_eq!(with.passages[1].title, "Scott Derrickson");
         assert!(with.tokens <= 22);
         // The link counts only from a kept sentence.
         scored[0].names[0].clear();
         scored[1].names[1] = vec![0];
-        assert_eq!(select(&scored, 22, 0.1, words, measure).kept, without.kept);
+        assert_eq!(
+            select(&scored, 22, 0, 0.1, words, measure).kept,
+            without.kept
+        );
     }
 
     #[test]
@@ -311,23 +316,53 @@ mod tests {
         let mut scored = scored(&paragraphs, &[&[0.9, 0.8, 0.7], &[0.3, 0.2]]);
         // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each. By score alone,
         // Ed Wood's three sentences fill a budget of 22 words.
-        let by_score = select(&scored, 22, 0.0, words, measure);
+        let by_score = select(&scored, 22, 0, 0.0, words, measure);
         assert_eq!(
             by_score.kept,
             vec![vec![true, true, true], vec![false, false]]
         );
         // Named by the question, Scott Derrickson's best sentence comes first.
         scored[1].in_question = true;
-        let named = select(&scored, 22, 0.0, words, measure);
+        let named = select(&scored, 22, 0, 0.0, words, measure);
         assert_eq!(
             named.kept,
             vec![vec![true, false, false], vec![true, false]]
         );
         // Without room for it (11 words), it is left out like any sentence that does not fit.
-        let tight = select(&scored, 10, 0.0, words, measure);
+        let tight = select(&scored, 10, 0, 0.0, words, measure);
         assert_eq!(
             tight.kept,
             vec![vec![false, true, false], vec![false, false]]
+        );
+    }
+
+    #[test]
+    fn the_floor_gives_each_best_ranked_paragraph_its_best_sentence_first() {
+        let paragraphs = paragraphs();
+        let mut scored = scored(&paragraphs, &[&[0.9, 0.8, 0.7], &[0.3, 0.2]]);
+        // Headers cost 4 words; sentences 6, 4, 4 and 6, 3 words, plus 1 each. By score alone,
+        // Ed Wood's three sentences fill a budget of 22 words.
+        let by_score = select(&scored, 22, 0, 0.0, words, measure);
+        assert_eq!(
+            by_score.kept,
+            vec![vec![true, true, true], vec![false, false]]
+        );
+        // A floor of 1 is the best-ranked paragraph alone, which had its best sentence anyway.
+        assert_eq!(select(&scored, 22, 1, 0.0, words, measure), by_score);
+        // A floor of 2: Scott Derrickson's best sentence before Ed Wood's second and third.
+        let floored = select(&scored, 22, 2, 0.0, words, measure);
+        assert_eq!(
+            floored.kept,
+            vec![vec![true, false, false], vec![true, false]]
+        );
+        // A floor past the paragraphs there are is all of them.
+        assert_eq!(select(&scored, 22, 9, 0.0, words, measure), floored);
+        // The question naming a paragraph puts it first; the floor adds nothing twice.
+        scored[1].in_question = true;
+        let tight = select(&scored, 11, 2, 0.0, words, measure);
+        assert_eq!(
+            tight.kept,
+            vec![vec![false, false, false], vec![true, false]]
         );
     }
 
@@ -339,7 +374,7 @@ mod tests {
         for (a, b) in [(0.50001, 0.50003), (0.50003, 0.50001)] {
             let scored = scored(&paragraphs, &[&[0.0, a, 0.0], &[b, 0.0]]);
             // Room for one header and one sentence of 4 to 6 words.
-            let selection = select(&scored, 11, 0.0, words, measure);
+            let selection = select(&scored, 11, 0, 0.0, words, measure);
             assert_eq!(
                 selection.kept,
                 vec![vec![false, true, false], vec![false, false]]
@@ -390,15 +425,15 @@ mod tests {
         let paragraphs = paragraphs();
         let scored = scored(&paragraphs, &[&[0.5, 0.4, 0.3], &[0.2, 0.1]]);
         for budget in 0..60 {
-            let selection = select(&scored, budget, 0.0, words, measure);
+            let selection = select(&scored, budget, 0, 0.0, words, measure);
             assert!(selection.tokens <= budget, "{budget}: {selection:?}");
         }
         // A counter that underestimates every piece still ends within the budget.
         for budget in 0..60 {
-            let selection = select(&scored, budget, 0.0, |_| 0, measure);
+            let selection = select(&scored, budget, 0, 0.0, |_| 0, measure);
             assert!(selection.tokens <= budget, "{budget}: {selection:?}");
         }
-        let all = select(&scored, 1000, 0.0, words, measure);
+        let all = select(&scored, 1000, 0, 0.0, words, measure);
         assert!(all.kept.iter().flatten().all(|&k| k));
         assert_eq!(all.passages, paragraphs);
     }

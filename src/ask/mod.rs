@@ -21,6 +21,10 @@ use context::{ScoredParagraph, SentenceWeights};
 pub const DEFAULT_CONTEXT_TOKENS: usize = 200;
 /// Paragraphs retrieved for a question unless `--top-k` says otherwise.
 pub const DEFAULT_TOP_K: usize = 5;
+/// Best-ranked paragraphs that each get their best sentence before the rest are chosen by
+/// score, unless `--context-floor` says otherwise (chosen on the fullwiki questions,
+/// eval/answers/selection.sh).
+pub const DEFAULT_CONTEXT_FLOOR: usize = 0;
 /// How questions are retrieved unless a flag says otherwise (chosen on the fullwiki
 /// questions, eval/answers/).
 pub const DEFAULT_STRATEGY: Strategy = Strategy {
@@ -41,6 +45,10 @@ pub struct AskSettings {
     pub context_tokens: usize,
     /// How the sentences are scored.
     pub weights: SentenceWeights,
+    /// The best-ranked paragraphs that each get their best sentence first (the two of a
+    /// bridge); absent in settings written before it existed: none.
+    #[serde(default)]
+    pub context_floor: usize,
 }
 
 impl Default for AskSettings {
@@ -52,6 +60,7 @@ impl Default for AskSettings {
             top_k: DEFAULT_TOP_K,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
             weights: SentenceWeights::default(),
+            context_floor: DEFAULT_CONTEXT_FLOOR,
         }
     }
 }
@@ -349,6 +358,7 @@ impl<'a> Pipeline<'a> {
         let selection = context::select(
             &scored,
             settings.context_tokens,
+            settings.context_floor,
             settings.weights.link,
             |s| self.generator.count_tokens(s),
             |passages| self.generator.count_tokens(&self.spec.context(passages)),

@@ -184,6 +184,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             context_tokens: args.context.context_tokens,
             context_only: args.context_only,
             sentence_weights: args.context.sentence_weights,
+            context_floor: args.context.context_floor,
             oracle: args.oracle,
             answering,
             rankings_from: args.rankings_from.clone(),

@@ -207,6 +207,10 @@ pub struct ContextArgs {
     /// paragraph, and being in a paragraph whose title a kept sentence names.
     #[arg(long, value_name = "DENSE,LEXICAL,RANK,FIRST,LINK", default_value_t = SentenceWeights::default())]
     pub sentence_weights: SentenceWeights,
+    /// The best-ranked paragraphs that each get their best sentence before the others are
+    /// chosen by score (0: by score alone, after the paragraphs the question names).
+    #[arg(long, default_value_t = rag::ask::DEFAULT_CONTEXT_FLOOR)]
+    pub context_floor: usize,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -347,6 +351,7 @@ impl ContextArgs {
             top_k: self.top_k,
             context_tokens: self.context_tokens,
             weights: self.sentence_weights,
+            context_floor: self.context_floor,
         }
     }
 }

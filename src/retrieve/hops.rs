@@ -305,6 +305,24 @@ mod tests {
     }
 
     #[test]
+    fn near_ties_from_the_second_hop_fall_to_the_smaller_id() {
+        // Two paragraphs only the second hop finds, scored a few 1e-5 apart the way an f32 and
+        // an int8 question vector score them, each way round, and met in either order: the
+        // smaller id comes first every time (not the higher float, nor the first met).
+        let first = vec![(1, 1.0), (2, 0.5), (3, 0.0)];
+        for (a, b) in [(0.800_03, 0.800_01), (0.800_01, 0.800_03)] {
+            for seconds in [
+                vec![vec![(31, a), (30, b), (40, 0.0)]],
+                vec![vec![(30, b), (31, a), (40, 0.0)]],
+            ] {
+                let merged = merge(&first, &seconds, &[], (0.3, 0.0), 5);
+                let at = |id| merged.iter().position(|h| h.0 == id).unwrap();
+                assert!(at(30) < at(31), "{a} {b} {seconds:?}: {merged:?}");
+            }
+        }
+    }
+
+    #[test]
     fn queries_put_the_question_first() {
         let p = Paragraph {
             title: "Ed Wood".into(),

@@ -230,6 +230,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
         top_k,
         context_tokens: body.context_tokens.unwrap_or(defaults.context_tokens),
         weights: defaults.weights,
+        context_floor: defaults.context_floor,
     };
     let queue = ready.generation.as_ref().ok_or_else(|| {
         ApiError::unavailable(

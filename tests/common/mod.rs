@@ -295,6 +295,7 @@ pub fn retrieval_config(
         context_tokens: 0,
         context_only: false,
         sentence_weights: None,
+        context_floor: 0,
         oracle: false,
         generator: None,
         prompt_style: None,

@@ -75,6 +75,9 @@ pub struct RunConfig {
     /// How sentences were scored, when they were chosen (absent in older runs: the defaults).
     #[serde(default)]
     pub sentence_weights: Option<SentenceWeights>,
+    /// `--context-floor` where not 0 (absent: 0, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_floor: usize,
     pub oracle: bool,
     /// The generator's file name and prompt style, or `None` for retrieval only.
     pub generator: Option<String>,
@@ -110,6 +113,10 @@ pub struct RunConfig {
 pub struct Precisions {
     pub questions: Precision,
     pub documents: Precision,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn one_hop() -> u8 {

@@ -353,6 +353,7 @@ mod tests {
             context_tokens: 0,
             context_only: false,
             sentence_weights: None,
+            context_floor: 0,
             oracle: false,
             generator: Some("m.gguf".into()),
             prompt_style: Some("chat".into()),

@@ -348,6 +348,7 @@ fn predict(
                 config.context_tokens
             },
             weights: config.sentence_weights.unwrap_or_default(),
+            context_floor: config.context_floor,
         };
         let answer = if config.context_only {
             pipeline.read_only(context.response, &settings, started)

@@ -107,6 +107,7 @@ pub struct RunAsked {
     pub context_tokens: usize,
     pub context_only: bool,
     pub sentence_weights: SentenceWeights,
+    pub context_floor: usize,
     pub oracle: bool,
     /// None: retrieval only.
     pub answering: Option<Answering>,
@@ -133,6 +134,11 @@ impl RunConfig {
             context_only: asked.context_only,
             sentence_weights: (answers && asked.context_tokens > 0)
                 .then_some(asked.sentence_weights),
+            context_floor: if answers && asked.context_tokens > 0 {
+                asked.context_floor
+            } else {
+                0
+            },
             oracle: asked.oracle,
             generator: answering.map(|a| a.generator.clone()),
             prompt_style: answering.map(|a| a.prompt_style.clone()),

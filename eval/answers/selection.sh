@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Issue 58, items 2 and 3: the context selection (chosen on the fullwiki tuning questions,
+# reported on the distractor ones) and answers that do not hinge on the encoder's precision.
+# Every stage is re-runnable; `rag eval` runs resume by name.
+#   eval/answers/selection.sh contexts    # fullwiki 240, --context-only, every selection setting
+#   eval/answers/selection.sh weights     # fullwiki 240, --context-only, a lower rank weight
+#   eval/answers/selection.sh precision   # distractor first 300, --context-only, f32 and int8
+#                                         # questions on the f32 index: prompts that change
+#   eval/answers/selection.sh em-default  # distractor first 300: the current default's answers
+#                                         # (recorded ones where the prompt is unchanged)
+#   eval/answers/selection.sh em-precision  # f32 and int8 answers where int8 changed the prompt
+#   eval/answers/selection.sh em-tuning   # fullwiki 240: the chosen selection against the
+#                                         # default, answers only where the prompt differs
+#   eval/answers/selection.sh em-distractor  # the same on the distractor first 300 (reports)
+set -euo pipefail
+# One function, called on the last line: bash has read the whole script before it runs any of
+# it, so editing the script while a stage runs (they run for hours) cannot change that run.
+main() {
+cd "$(dirname "$0")/../.."
+RAG=${RAG:-./rag}
+DATA=${RAG_DATA:-../shared/data}
+INDEX=${INDEX:-index/default}
+TUNING=eval/answers/tuning
+RUNS=eval/answers/runs
+QUESTIONS=$TUNING/questions.json
+DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, em-tuning or em-distractor}
+summary() { grep -E '^\| [0-9]' || true; }
+[ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
+context() { # DIR NAME FLAGS...
+  local dir=$1 name=$2; shift 2
+  echo "== $name: $*"
+  "$RAG" eval --context-only --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
+}
+answers() { # DIR NAME FLAGS...
+  local dir=$1 name=$2; shift 2
+  echo "== $name: $*"
+  "$RAG" eval --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
+}
+# The selection to answer with (a context run sel-$CHOSEN of stage contexts or weights) and its
+# flags: the best answer-in-context at an unchanged prompt length (floor2 lost, selection.md).
+CHOSEN=${CHOSEN:-w-rank0.15}
+read -ra CHOSEN_FLAGS <<< "${CHOSEN_FLAGS:---sentence-weights 1,1,0.15,0.15,0.3}"
+case "$stage" in
+contexts)
+  context "$TUNING" sel-default --questions "$QUESTIONS"
+  context "$TUNING" sel-250 --questions "$QUESTIONS" --context-tokens 250
+  # Each of the best-ranked N paragraphs gets its best sentence before the rest by score.
+  for floor in 2 3; do
+    context "$TUNING" sel-floor$floor --questions "$QUESTIONS" --context-floor $floor
+  done
+  context "$TUNING" sel-250-floor2 --questions "$QUESTIONS" --context-tokens 250 --context-floor 2
+  python3 eval/answers/selection_report.py "$TUNING/sel-default" "$TUNING"/sel-{250,floor2,floor3,250-floor2} \
+    --docs "$INDEX/docs.jsonl" --out eval/answers/selection.md
+  ;;
+weights)
+  # The first-hop paragraph takes several sentences where a bridge's second paragraph gets one
+  # (selection.md's misses): half the rank weight spreads the budget across paragraphs.
+  context "$TUNING" sel-w-rank0.15 --questions "$QUESTIONS" --sentence-weights 1,1,0.15,0.15,0.3
+  python3 eval/answers/selection_report.py "$TUNING/sel-default" "$TUNING"/sel-{250,floor2,w-rank0.15} \
+    --docs "$INDEX/docs.jsonl" --out eval/answers/selection.md
+  ;;
+precision)
+  context "$RUNS" contexts-f32-n300 --limit 300 --precision f32
+  context "$RUNS" contexts-int8-n300 --limit 300 --precision int8
+  python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-n300" \
+    "$RUNS/contexts-int8-n300" "$DISTRACTOR" "$RUNS/changed-int8.json"
+  python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-n300" "$RUNS/contexts-int8-n300" \
+    --out "$RUNS/contexts-int8-n300/changes.json"
+  ;;
+em-default)
+  # The current default's answers on the first 300 (f32): answers-sentence-links-n300's where
+  # the prompt is the same and it did not answer yes or no (decided after the facts since),
+  # the rest regenerated.
+  python3 eval/answers/changed_contexts.py select "$RUNS/answers-sentence-links-n300" \
+    "$RUNS/contexts-f32-n300" "$DISTRACTOR" "$RUNS/changed-default.json" --yes-no
+  answers "$RUNS" answers-default-changed --questions "$RUNS/changed-default.json"
+  python3 eval/answers/changed_contexts.py merge "$RUNS/answers-sentence-links-n300" \
+    "$RUNS/answers-default-changed" "$RUNS/answers-selection-default-n300"
+  ;;
+em-precision)
+  # int8 questions on the f32 index: greedy answers to the same prompt are the same, so only
+  # the prompts int8 changed need answers, f32's and int8's.
+  for precision in f32 int8; do
+    answers "$RUNS" "answers-$precision-changed" --questions "$RUNS/changed-int8.json" --precision $precision
+  done
+  python3 eval/answers/compare.py "$RUNS/answers-f32-changed" "$RUNS/answers-int8-changed" \
+    --show --out "$RUNS/answers-int8-changed/compare.json"
+  ;;
+em-tuning)
+  # The chosen selection against the default on the fullwiki questions whose prompt it changes.
+  python3 eval/answers/changed_contexts.py select "$TUNING/sel-default" "$TUNING/sel-$CHOSEN" \
+    "$QUESTIONS" "$TUNING/changed-$CHOSEN.json"
+  answers "$TUNING" "em-sel-default-changed-$CHOSEN" --questions "$TUNING/changed-$CHOSEN.json"
+  answers "$TUNING" "em-sel-$CHOSEN-changed" --questions "$TUNING/changed-$CHOSEN.json" "${CHOSEN_FLAGS[@]}"
+  python3 eval/answers/compare.py "$TUNING/em-sel-default-changed-$CHOSEN" "$TUNING/em-sel-$CHOSEN-changed" \
+    --show --out "$TUNING/em-sel-$CHOSEN-changed/compare.json"
+  ;;
+em-distractor)
+  # Reports only: the chosen selection's answers where its prompt differs from the default's
+  # (stage em-default), the rest the default's.
+  context "$RUNS" "contexts-$CHOSEN-n300" --limit 300 "${CHOSEN_FLAGS[@]}"
+  python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-n300" \
+    "$RUNS/contexts-$CHOSEN-n300" "$DISTRACTOR" "$RUNS/changed-$CHOSEN.json"
+  answers "$RUNS" "answers-$CHOSEN-changed" --questions "$RUNS/changed-$CHOSEN.json" "${CHOSEN_FLAGS[@]}"
+  python3 eval/answers/changed_contexts.py merge "$RUNS/answers-selection-default-n300" \
+    "$RUNS/answers-$CHOSEN-changed" "$RUNS/answers-$CHOSEN-n300"
+  python3 eval/answers/compare.py "$RUNS/answers-selection-default-n300" "$RUNS/answers-$CHOSEN-n300" \
+    --show --out "$RUNS/answers-$CHOSEN-n300/compare.json"
+  ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
+}
+main "$@"; exit
