@@ -15,7 +15,7 @@ def predictions(run):
         with open(path) as f:
             return {r["id"]: r for r in map(json.loads, f)}
     except (OSError, json.JSONDecodeError, KeyError) as e:
-        sys.exit(f"compare.py: cannot read {path}: {e}")
+        sys.exit(f"{Path(sys.argv[0]).name}: cannot read {path}: {e}")
 
 
 def main():

@@ -10,14 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import predictions  # noqa: E402
 
-def predictions(run):
-    path = Path(run) / "predictions.jsonl"
-    try:
-        with open(path) as f:
-            return {r["id"]: r for r in map(json.loads, f)}
-    except (OSError, json.JSONDecodeError, KeyError) as e:
-        sys.exit(f"precision_changes.py: cannot read {path}: {e}")
+
 
 
 def main():

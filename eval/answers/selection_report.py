@@ -13,6 +13,9 @@ import string
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import predictions  # noqa: E402
+
 
 def normalize(text):
     """The official HotpotQA answer normalisation (as `rag eval`'s answer-in-context uses)."""
@@ -21,13 +24,6 @@ def normalize(text):
     return " ".join(text.split())
 
 
-def predictions(run):
-    path = Path(run) / "predictions.jsonl"
-    try:
-        with open(path) as f:
-            return {r["id"]: r for r in map(json.loads, f)}
-    except (OSError, json.JSONDecodeError, KeyError) as e:
-        sys.exit(f"selection_report.py: cannot read {path}: {e}")
 
 
 def row(run, base, docs):

@@ -6,26 +6,18 @@ search, then `perf record -g` of the server over 40 two-hop searches (distractor
     eval/scale/profile_fusion.py RAG INDEX      # needs perf; writes /tmp/perf-fusion.data
 """
 import os
-import re
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serving"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "serving")]
 from common import DEFAULT_QUESTIONS, Client, questions, stop, wait_ready  # noqa: E402
+from serve_probe import start  # noqa: E402
 
 rag, index = sys.argv[1], sys.argv[2]
-proc = subprocess.Popen([rag, "serve", "--index", index, "--addr", "127.0.0.1:0", "--no-llm"],
-                        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+proc, addr = start(rag, index)
 try:
-    addr = None
-    for line in proc.stderr:
-        m = re.search(r"listening on http://(\S+)", line)
-        if m:
-            addr = m.group(1)
-            break
-    if addr is None:
-        sys.exit("rag serve did not start")
     wait_ready(addr, timeout=600)
     client = Client(addr, timeout=600)
     asked = questions(DEFAULT_QUESTIONS)[200:240]

@@ -39,23 +39,26 @@ def cpu_flags():
     return [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "amx_tile") if f in flags]
 
 
+def start(rag, index, extra=()):
+    """`rag serve --no-llm` of `index` on a free loopback port: (process, address)."""
+    proc = subprocess.Popen(
+        [rag, "serve", "--index", index, "--addr", "127.0.0.1:0", "--no-llm", *extra],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )
+    for line in proc.stderr:
+        m = re.search(r"listening on http://(\S+)", line)
+        if m:
+            return proc, m.group(1)
+    stop(proc)
+    sys.exit("rag serve did not start")
+
+
 def measure(rag, index, questions, modes, extra):
     """`rag serve` of `index` (flags `extra`): seconds to ready, warm /search p50 / p99 for each
     body of `modes` ({name: body}), resident memory once ready, after each mode and at the end."""
     started = time.time()
-    proc = subprocess.Popen(
-        [rag, "serve", "--index", index, "--addr", "127.0.0.1:0", "--no-llm"] + extra,
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-    )
+    proc, addr = start(rag, index, extra)
     try:
-        addr = None
-        for line in proc.stderr:
-            m = re.search(r"listening on http://(\S+)", line)
-            if m:
-                addr = m.group(1)
-                break
-        if addr is None:
-            sys.exit("rag serve did not start")
         wait_ready(addr, timeout=3600)
         ready = memory(proc.pid)
         out = {"ready_s": round(time.time() - started, 2), "rss_ready_mib": ready["VmRSS"],
