@@ -41,8 +41,8 @@ impl Hit {
     }
 }
 
-/// Time spent encoding and searching; parts that run side by side (a fusion search's dense
-/// and BM25 halves, several BM25 queries) each count whole, so the parts may sum past the total.
+/// Time spent encoding and searching; a fusion search's dense and BM25 halves run side by side
+/// and each counts whole, so the parts may sum past the total.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SearchTimings {
     pub encode_ms: f64,
