@@ -158,8 +158,28 @@ finished() { # run name, questions: whether its every question has every cell
   [ -f "$file" ] && [ "$(wc -l <"$file")" -ge $(($2 * cells)) ]
 }
 
+# Setting `stored` (issue 53): the default pipeline from indexes that store one cell each (`rag
+# index --layers L --dim K`: encoding stops at layer L, the vectors are K wide), at the cells of
+# STORED (default 3x64 6x384), each its own run MODEL-stored-LxK.
+stored() { # model
+  local cell layers dim name index
+  train "$1"
+  for cell in ${STORED:-3x64 6x384}; do
+    layers=${cell%x*} dim=${cell#*x} name=$1-stored-$cell index=index/paper-rag-$1-stored-$cell
+    if [ -f "$OUT/runs/$name.json" ]; then echo "== $name: finished"; continue; fi
+    echo "== indexing $name"
+    "$RAG_BIN" index --model "$(model_dir "$1")" --data-dir "$DATA" --index "$index" --layers "$layers" \
+      --dim "$dim" --json >"$OUT/runs/$name.index.json"
+    echo "== evaluating $name"
+    "$RAG_BIN" eval --index "$index" --data-dir "$DATA" --limit "$LIMIT" --name "$name" --runs-dir "$OUT/runs" \
+      --json >"$OUT/runs/$name.json.part"
+    mv "$OUT/runs/$name.json.part" "$OUT/runs/$name.json"
+  done
+}
+
 evaluate() { # model, setting
   local name=$1-$2 model=$1 questions=$LIMIT select=(--limit "$LIMIT") retrieval
+  if [ "$2" = stored ]; then stored "$1"; return; fi
   if [ "$2" = tuning ]; then
     questions=$(tuning_count)
     select=(--questions "$tuning_questions")
@@ -177,7 +197,7 @@ evaluate() { # model, setting
       retrieval=(--mode dense --hops 1 --context-tokens 0 --yes-no-bias 0 --extractive false
                  --rankings-from "$OUT/runs/$1-retrieval") ;;
     default) retrieval=() ;;
-    *) echo "unknown setting '$2' (retrieval dense default tuning)" >&2; return 1 ;;
+    *) echo "unknown setting '$2' (retrieval dense default tuning stored)" >&2; return 1 ;;
   esac
   train "$model"
   echo "== evaluating $name"

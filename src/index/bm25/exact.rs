@@ -8,11 +8,13 @@
 //! where BM25's term scores (f32, whose magnitudes lie far within f64's 53 bits of each other)
 //! add up exactly: the sum is the same in any order, so the same in any shard.
 
-use anyhow::Result;
-use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, Weight};
-use tantivy::{DocId, SegmentReader};
+use std::collections::HashMap;
 
-use super::max_score::{self, Best};
+use anyhow::Result;
+use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, TermQuery, Weight};
+use tantivy::{DocId, SegmentReader, Term};
+
+use super::max_score::{self, Best, Clause};
 
 /// A query as a tree of boolean clauses over tantivy weights, built once per search and
 /// evaluated per segment.
@@ -22,6 +24,14 @@ pub enum ExactQuery {
     Leaf {
         weight: Box<dyn Weight>,
         bound: Option<f64>,
+        /// The term of a one-term query: the same term asked again joins this leaf.
+        term: Option<Term>,
+        /// How many `Should` clauses of its boolean query ask for it; its score counts that
+        /// many times. A second-hop query holds a whole paragraph, whose repeated words ("the"
+        /// five times, the title's words) would each walk the same postings. Its f32 score
+        /// added `times` times in f64 is exactly `times` x it, so scores and rankings are
+        /// those of the clauses asked one by one.
+        times: u32,
     },
     /// tantivy's boolean semantics: every `Must`, no `MustNot`, and at least `min_should`
     /// `Should` clauses (at least one when nothing is required); the score is the sum of the
@@ -45,6 +55,10 @@ impl ExactQuery {
             return Ok(Self::Leaf {
                 weight: query.weight(scoring)?,
                 bound,
+                term: query
+                    .downcast_ref::<TermQuery>()
+                    .map(|query| query.term().clone()),
+                times: 1,
             });
         };
         let required = boolean.clauses().iter().any(|c| c.0 == Occur::Must);
@@ -69,6 +83,7 @@ impl ExactQuery {
                 (occur, clause) => clauses.push((*occur, clause)),
             }
         }
+        merge_repeated(&mut clauses);
         Ok(Self::Boolean {
             clauses,
             min_should,
@@ -100,7 +115,7 @@ impl ExactQuery {
     }
 
     /// The clauses with their bounds, if this is a disjunction of bounded leaves.
-    fn bounded_disjunction(&self) -> Option<Vec<(&dyn Weight, f64)>> {
+    fn bounded_disjunction(&self) -> Option<Vec<Clause<'_>>> {
         let Self::Boolean {
             clauses,
             min_should: 1,
@@ -111,7 +126,19 @@ impl ExactQuery {
         clauses
             .iter()
             .map(|(occur, clause)| match (occur, clause) {
-                (Occur::Should, Self::Leaf { weight, bound }) => Some((weight.as_ref(), (*bound)?)),
+                (
+                    Occur::Should,
+                    Self::Leaf {
+                        weight,
+                        bound,
+                        times,
+                        ..
+                    },
+                ) => Some(Clause {
+                    weight: weight.as_ref(),
+                    times: f64::from(*times),
+                    bound: f64::from(*times) * (*bound)?,
+                }),
                 _ => None,
             })
             .collect()
@@ -124,8 +151,11 @@ impl ExactQuery {
         matched: &mut dyn FnMut(DocId, f64),
     ) -> tantivy::Result<()> {
         let (clauses, min_should) = match self {
-            Self::Leaf { weight, .. } => {
-                return weight.for_each(segment, &mut |doc, score| matched(doc, f64::from(score)))
+            Self::Leaf { weight, times, .. } => {
+                let times = f64::from(*times);
+                return weight.for_each(segment, &mut |doc, score| {
+                    matched(doc, times * f64::from(score))
+                });
             }
             Self::Boolean {
                 clauses,
@@ -138,11 +168,12 @@ impl ExactQuery {
         let mut sums = vec![0.0f64; documents];
         let mut counts = vec![Counts::default(); documents];
         for (occur, clause) in clauses {
+            let times = clause.times();
             clause.for_each(segment, &mut |doc, score| {
                 let count = &mut counts[doc as usize];
                 match occur {
                     Occur::Must => count.must += 1,
-                    Occur::Should => count.should += 1,
+                    Occur::Should => count.should += times,
                     Occur::MustNot => count.excluded = true,
                 }
                 sums[doc as usize] += score;
@@ -157,6 +188,42 @@ impl ExactQuery {
         }
         Ok(())
     }
+}
+
+impl ExactQuery {
+    /// How many clauses of its boolean query this one stands for.
+    fn times(&self) -> u32 {
+        match self {
+            Self::Leaf { times, .. } => *times,
+            Self::Boolean { .. } => 1,
+        }
+    }
+}
+
+/// Folds each `Should` term leaf asked again into its first occurrence ([`ExactQuery::Leaf`]'s
+/// `times`), keeping the clauses' order.
+fn merge_repeated(clauses: &mut Vec<(Occur, ExactQuery)>) {
+    let mut first: HashMap<Term, usize> = HashMap::new();
+    let mut kept: Vec<(Occur, ExactQuery)> = Vec::with_capacity(clauses.len());
+    for (occur, clause) in clauses.drain(..) {
+        if let (
+            Occur::Should,
+            ExactQuery::Leaf {
+                term: Some(term), ..
+            },
+        ) = (occur, &clause)
+        {
+            if let Some(&at) = first.get(term) {
+                if let ExactQuery::Leaf { times, .. } = &mut kept[at].1 {
+                    *times += 1;
+                }
+                continue;
+            }
+            first.insert(term.clone(), kept.len());
+        }
+        kept.push((occur, clause));
+    }
+    *clauses = kept;
 }
 
 /// How many of a boolean query's clauses a document matched.

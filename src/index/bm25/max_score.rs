@@ -121,24 +121,51 @@ fn below(bound: f64, floor: Option<f32>) -> bool {
     floor.is_some_and(|floor| (bound as f32) < floor)
 }
 
-/// Offers `best` every document of `segment` that matches at least one of `clauses` (each a
-/// weight with its score's bound) and could enter, with its exact score; `id` gives a
-/// document's id, or `None` for a deleted one.
+/// One clause of a disjunction: a weight whose score counts `times` (a word the query repeats),
+/// and a bound on what it adds to a document's score (`times` x the bound of one).
+pub struct Clause<'a> {
+    pub weight: &'a dyn Weight,
+    pub times: f64,
+    pub bound: f64,
+}
+
+/// A clause's scorer in one segment, with its [`Clause`]'s `times` and `bound`.
+struct Scoring {
+    scorer: Box<dyn Scorer>,
+    times: f64,
+    bound: f64,
+}
+
+impl Scoring {
+    /// What the clause adds to the score of the document the scorer is on.
+    fn score(&mut self) -> f64 {
+        self.times * f64::from(self.scorer.score())
+    }
+}
+
+/// Offers `best` every document of `segment` that matches at least one of `clauses` and could
+/// enter, with its exact score; `id` gives a document's id, or `None` for a deleted one.
 pub fn search(
-    clauses: &[(&dyn Weight, f64)],
+    clauses: &[Clause],
     segment: &SegmentReader,
     best: &mut Best,
     id: &mut dyn FnMut(DocId) -> Result<Option<u64>>,
 ) -> Result<()> {
     // Smallest bound first; `prefix[i]` bounds a document's score from clauses[..i].
-    let mut clauses: Vec<(Box<dyn Scorer>, f64)> = clauses
+    let mut clauses: Vec<Scoring> = clauses
         .iter()
-        .map(|(weight, bound)| Ok((weight.scorer(segment, 1.0)?, *bound)))
+        .map(|c| {
+            Ok(Scoring {
+                scorer: c.weight.scorer(segment, 1.0)?,
+                times: c.times,
+                bound: c.bound,
+            })
+        })
         .collect::<tantivy::Result<_>>()?;
-    clauses.sort_by(|a, b| a.1.total_cmp(&b.1));
+    clauses.sort_by(|a, b| a.bound.total_cmp(&b.bound));
     let prefix: Vec<f64> = std::iter::once(0.0)
         .chain(clauses.iter().scan(0.0, |sum, c| {
-            *sum += c.1;
+            *sum += c.bound;
             Some(*sum)
         }))
         .collect();
@@ -157,20 +184,20 @@ pub fn search(
     loop {
         let start = clauses[essential..]
             .iter()
-            .map(|c| c.0.doc())
+            .map(|c| c.scorer.doc())
             .min()
             .unwrap_or(TERMINATED);
         if start == TERMINATED {
             return Ok(());
         }
         let end = start.saturating_add(WINDOW).min(TERMINATED);
-        for (scorer, _) in &mut clauses[essential..] {
-            let mut doc = scorer.doc();
+        for clause in &mut clauses[essential..] {
+            let mut doc = clause.scorer.doc();
             while doc < end {
                 let slot = (doc - start) as usize;
-                sums[slot] += f64::from(scorer.score());
+                sums[slot] += clause.score();
                 matched[slot / 64] |= 1 << (slot % 64);
-                doc = scorer.advance();
+                doc = clause.scorer.advance();
             }
         }
         for word in 0..matched.len() {
@@ -196,7 +223,7 @@ pub fn search(
 /// `doc`'s whole score: `score` (its essential clauses') plus its `non_essential` clauses',
 /// looked up largest bound first; `None` as soon as it cannot reach `floor`.
 fn complete(
-    non_essential: &mut [(Box<dyn Scorer>, f64)],
+    non_essential: &mut [Scoring],
     prefix: &[f64],
     doc: DocId,
     mut score: f64,
@@ -206,14 +233,14 @@ fn complete(
         if below(score + prefix[i + 1], floor) {
             return None;
         }
-        let scorer = &mut non_essential[i].0;
+        let clause = &mut non_essential[i];
         // One made non-essential within this window was read past it already (its score is
         // in `score`): it is never on `doc`.
-        if scorer.doc() < doc {
-            scorer.seek(doc);
+        if clause.scorer.doc() < doc {
+            clause.scorer.seek(doc);
         }
-        if scorer.doc() == doc {
-            score += f64::from(scorer.score());
+        if clause.scorer.doc() == doc {
+            score += clause.score();
         }
     }
     (!below(score, floor)).then_some(score)
@@ -249,23 +276,25 @@ mod tests {
         top_k(hits, k)
     }
 
-    /// Zipf-like words over a small vocabulary (common words match most documents, as "the"
-    /// does), repeated documents (equal scores, ranked by id), several segments: the best k
-    /// are the same documents with the same scores in the same order as scoring every match.
-    #[test]
-    fn ranks_exactly_like_scoring_every_match() {
-        let mut rng = fastrand::Rng::with_seed(55);
-        let word = |rng: &mut fastrand::Rng| format!("w{}", (300.0 * rng.f64().powi(3)) as usize);
-        let words = |rng: &mut fastrand::Rng, n: usize| {
-            (0..n).map(|_| word(rng)).collect::<Vec<_>>().join(" ")
-        };
+    /// `n` Zipf-like words over a small vocabulary: common words match most documents, as "the"
+    /// does, and a question repeats them.
+    fn words(rng: &mut fastrand::Rng, n: usize) -> String {
+        (0..n)
+            .map(|_| format!("w{}", (300.0 * rng.f64().powi(3)) as usize))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// 4,000 documents of such words over several segments, every 40th a copy of an earlier one
+    /// (equal scores, ranked by id).
+    fn zipf_index(rng: &mut fastrand::Rng) -> (tempfile::TempDir, Bm25Index) {
         let mut docs: Vec<(String, String)> = Vec::new();
         for i in 0..4000 {
             let doc = match i % 40 {
                 39 => docs[rng.usize(..docs.len())].clone(),
                 _ => {
                     let (t, n) = (rng.usize(1..4), rng.usize(1..80));
-                    (words(&mut rng, t), words(&mut rng, n))
+                    (words(rng, t), words(rng, n))
                 }
             };
             docs.push(doc);
@@ -277,6 +306,15 @@ mod tests {
             index.reader.searcher().segment_readers().len() > 1,
             "one segment only"
         );
+        (dir, index)
+    }
+
+    /// The best k are the same documents with the same scores in the same order as scoring
+    /// every match.
+    #[test]
+    fn ranks_exactly_like_scoring_every_match() {
+        let mut rng = fastrand::Rng::with_seed(55);
+        let (_dir, index) = zipf_index(&mut rng);
         for q in 0..80 {
             let n = rng.usize(1..60);
             let question = words(&mut rng, n);
@@ -292,5 +330,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A word a question repeats is searched once ([`super::super::exact`] folds its clauses)
+    /// and counts once per time it is asked: each document's score is, to the bit, its
+    /// one-word scores added in f64 word by word, as when every repeat was a clause of its own.
+    #[test]
+    fn a_repeated_word_counts_once_per_time_it_is_asked() {
+        let mut rng = fastrand::Rng::with_seed(58);
+        let (_dir, index) = zipf_index(&mut rng);
+        let searcher = index.reader.searcher();
+        let scoring = EnableScoring::enabled_from_searcher(&searcher);
+        // Each document's exact (f64) score for one word, by id.
+        let one_word = |word: &str| {
+            let query = index.queries.build(word, QuerySyntax::PlainText);
+            let exact = ExactQuery::new(query.as_ref(), scoring.clone()).unwrap();
+            let mut scores = std::collections::HashMap::new();
+            for segment in searcher.segment_readers() {
+                let ids = segment.fast_fields().u64(ID_FIELD).unwrap();
+                exact
+                    .for_each(segment, &mut |doc, score| {
+                        scores.insert(ids.first(doc).unwrap(), score);
+                    })
+                    .unwrap();
+            }
+            scores
+        };
+        let mut repeated = 0;
+        for q in 0..30 {
+            let n = rng.usize(20..120);
+            let question = words(&mut rng, n);
+            let asked: Vec<&str> = question.split(' ').collect();
+            let distinct: std::collections::HashSet<&str> = asked.iter().copied().collect();
+            repeated += asked.len() - distinct.len();
+            let mut sums: std::collections::HashMap<u64, f64> = std::collections::HashMap::new();
+            for word in &asked {
+                for (id, score) in one_word(word) {
+                    *sums.entry(id).or_default() += score;
+                }
+            }
+            let expected = top_k(sums.into_iter().map(|(id, s)| (id, s as f32)).collect(), 50);
+            let ours = index.search(&question, QuerySyntax::PlainText, 50).unwrap();
+            assert_eq!(ours.len(), expected.len(), "question {q}");
+            for (a, b) in ours.iter().zip(&expected) {
+                assert!(
+                    a.0 == b.0 && a.1.to_bits() == b.1.to_bits(),
+                    "question {q}: {ours:?} {expected:?}"
+                );
+            }
+        }
+        assert!(
+            repeated > 300,
+            "the questions repeat too few words: {repeated}"
+        );
     }
 }
