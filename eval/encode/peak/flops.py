@@ -60,19 +60,14 @@ def main():
     n = len(texts)
     layer = {"real": per_layer(lengths, hidden, ffn), "padded": per_layer(padded, hidden, ffn)}
 
-    peak = json.load(open(args.peak))
-    kernels = {k["name"]: k for k in peak["kernels"]}
-    # Two cores' peak as twice one core's best: the 2-thread trials on a shared machine seldom
-    # both get a quiet slice at once (peak.json has those too).
-    f32_peak = 2 * kernels["fma"]["threads_1"]["best"]  # GFLOP/s
-    int8_peak = 2 * kernels["int8_maddubs_madd"]["threads_1"]["best"]  # GMAC/s
-    int8_block_peak = 2 * kernels["int8_microkernel"]["threads_1"]["best"]  # GMAC/s, the encoder's block
+    # `rag bench encode` encodes the first batch once, untimed, at the deepest depth it times.
+    warm_up = per_layer(lengths[:args.batch_size], hidden, ffn)
+    peaks = machine_peaks(json.load(open(args.peak)), sorted(OUT.glob("achieved/clock-*.json")))
     throughput = json.load(open(args.throughput))
-
     report = {"paragraphs": n, "tokens": sum(lengths), "padded_tokens": sum(padded),
               "mean_tokens": sum(lengths) / n, "hidden": hidden, "ffn": ffn, "batch_size": args.batch_size,
-              "max_length": args.max_length, "f32_peak_gflops": f32_peak, "int8_peak_gmacs": int8_peak,
-              "int8_block_peak_gmacs": int8_block_peak, "throughput_file": str(pathlib.Path(args.throughput).relative_to(ROOT)),
+              "max_length": args.max_length, "peaks": peaks,
+              "throughput_file": str(pathlib.Path(args.throughput).relative_to(ROOT)),
               "throughput_date": throughput.get("date"), "depths": {}}
     for depth in DEPTHS:
         gflop = {kind: {"projections": depth * p / n / 1e9, "attention": depth * a / n / 1e9}
@@ -81,69 +76,86 @@ def main():
             g["total"] = g["projections"] + g["attention"]
         real = gflop["real"]
         pps = throughput["median_paragraphs_per_s"][str(depth)]
-        # Seconds per paragraph at peak: the projections at the int8 rate, attention in f32 (as `rag` runs it).
-        int8_floor = real["projections"] / 2 / int8_peak + real["attention"] / f32_peak
-        int8_block_floor = real["projections"] / 2 / int8_block_peak + real["attention"] / f32_peak
-        rows = {}
-        for side, kind in (("st", "padded"), ("ort", "padded"), ("rag-f32", "real")):
-            rate = pps[side] * gflop[kind]["total"]
-            rows[side] = {"paragraphs_per_s": pps[side], "gflops_useful": pps[side] * real["total"],
-                          "gflops_executed": rate, "share_of_f32_peak_useful": pps[side] * real["total"] / f32_peak,
-                          "share_of_f32_peak_executed": rate / f32_peak}
-        for side in ("ort-int8", "rag-int8"):
-            rows[side] = {"paragraphs_per_s": pps[side], "share_of_int8_peak": pps[side] * int8_floor,
-                          "share_of_int8_block_peak": pps[side] * int8_block_floor}
-        targets = {
-            "f32_2x_st": {"paragraphs_per_s": 2 * pps["st"], "gflops": 2 * pps["st"] * real["total"],
-                          "share_of_f32_peak": 2 * pps["st"] * real["total"] / f32_peak},
-            "f32_1.6x_ort": {"paragraphs_per_s": 1.6 * pps["ort"], "gflops": 1.6 * pps["ort"] * real["total"],
-                             "share_of_f32_peak": 1.6 * pps["ort"] * real["total"] / f32_peak},
-            "int8_1.5x_ort_int8": {"paragraphs_per_s": 1.5 * pps["ort-int8"],
-                                   "share_of_int8_peak": 1.5 * pps["ort-int8"] * int8_floor,
-                                   "share_of_int8_block_peak": 1.5 * pps["ort-int8"] * int8_block_floor},
-        }
+        at = {}
+        for clock, pk in peaks.items():
+            # Seconds a paragraph at peak: f32 all at the FMA rate; int8's projections at the int8
+            # rate (multiply-adds), its attention in f32, as `rag` runs them.
+            f32_s = real["total"] / pk["f32_gflops"]
+            int8_s = real["projections"] / 2 / pk["int8_gmacs"] + real["attention"] / pk["f32_gflops"]
+            at[clock] = {
+                "paragraphs_per_s_at_f32_peak": 1 / f32_s, "paragraphs_per_s_at_int8_peak": 1 / int8_s,
+                "share_of_f32_peak": {side: pps[side] * f32_s for side in ("st", "ort", "rag-f32")},
+                "share_of_f32_peak_executed": {side: pps[side] * gflop["padded"]["total"] / pk["f32_gflops"]
+                                               for side in ("st", "ort")},
+                "share_of_int8_peak": {side: pps[side] * int8_s for side in ("ort-int8", "rag-int8")},
+                "targets": {"f32 2.0x ST": 2 * pps["st"] * f32_s, "f32 1.6x ORT": 1.6 * pps["ort"] * f32_s,
+                            "int8 1.5x ORT int8": 1.5 * pps["ort-int8"] * int8_s},
+            }
         report["depths"][str(depth)] = {
-            "gflop_per_paragraph": gflop, "measured": rows, "targets": targets,
-            "paragraphs_per_s_at_f32_peak": f32_peak / real["total"],
-            "paragraphs_per_s_at_int8_peak": 1 / int8_floor,
-            "paragraphs_per_s_at_int8_block_peak": 1 / int8_block_floor}
+            "gflop_per_paragraph": gflop, "warm_up_batch_gflop": depth * sum(warm_up) / 1e9,
+            "paragraphs_per_s": pps, "gflops_useful": {side: pps[side] * real["total"] for side in ("st", "ort", "rag-f32")},
+            "targets_paragraphs_per_s": {"f32 2.0x ST": 2 * pps["st"], "f32 1.6x ORT": 1.6 * pps["ort"],
+                                         "int8 1.5x ORT int8": 1.5 * pps["ort-int8"]},
+            "at_peak": at}
     json.dump(report, open(OUT / "flops.json", "w"), indent=1)
+    write_markdown(report)
 
+
+def machine_peaks(peak, clock_probes):
+    """Two cores' peaks at the clock peak.sh ran at ("sustained") and at the highest clock any
+    probe saw ("boost", achieved.sh's probes included): per cycle from peak.sh's best one-core
+    rates over its best clock, times 2 cores, times the clock. The 2-thread trials are not used:
+    on a shared machine both threads seldom get a quiet slice at once (peak.json has them)."""
+    kernels = {k["name"]: k for k in peak["kernels"]}
+    best = lambda ks, name: {k["name"]: k for k in ks}[name]["threads_1"]["best"]
+    clock = best(peak["kernels"], "clock_add_chain")
+    boost = max([clock] + [best(json.load(open(p))["kernels"], "clock_add_chain") for p in clock_probes])
+    per_cycle = {"f32_flop": kernels["fma"]["threads_1"]["best"] / clock,
+                 "int8_mac": kernels["int8_maddubs_madd"]["threads_1"]["best"] / clock}
+    return {name: {"clock_ghz": ghz, "f32_gflops": 2 * per_cycle["f32_flop"] * ghz,
+                   "int8_gmacs": 2 * per_cycle["int8_mac"] * ghz, "per_core_per_cycle": per_cycle}
+            for name, ghz in (("sustained", clock), ("boost", boost))}
+
+
+def write_markdown(report):
     pct = lambda x: f"{100 * x:.0f}%"
+    pk = report["peaks"]
+    clocks = " / ".join(f"{p['clock_ghz']:.2f}" for p in pk.values())
+    both = lambda f: " / ".join(f(name) for name in pk)
     md = ["# The encoder's rate against this CPU's peak", "",
-          f"{n} paragraphs as `eval/encode/throughput.sh {n}` feeds them ({report['tokens']} tokens, "
-          f"{report['mean_tokens']:.1f} a paragraph; {report['padded_tokens']} padded in batches of {args.batch_size}). "
-          f"Peaks from `peak.json` as twice one core's best: f32 {f32_peak:.1f} GFLOP/s, int8 {int8_peak:.1f} GMAC/s "
-          f"(the encoder's int8 block in L1: {int8_block_peak:.1f}). Paragraphs/s from `{report['throughput_file']}` "
-          f"({report['throughput_date']}).", "",
-          "| layers | GFLOP a paragraph (projections + attention) | padded | f32 paragraphs/s at peak | int8 at peak | int8 at the block's peak |",
-          "| ---: | --- | ---: | ---: | ---: | ---: |"]
+          f"{report['paragraphs']} paragraphs as `eval/encode/throughput.sh {report['paragraphs']}` feeds them "
+          f"({report['tokens']} tokens, {report['mean_tokens']:.1f} a paragraph; {report['padded_tokens']} padded in "
+          f"batches of {report['batch_size']} as sentence-transformers and ONNX Runtime run them). Two cores' peaks from "
+          f"`peak.json`: {pk['sustained']['per_core_per_cycle']['f32_flop']:.1f} f32 FLOP and "
+          f"{pk['sustained']['per_core_per_cycle']['int8_mac']:.1f} int8 multiply-adds a cycle and core, at {clocks} GHz "
+          f"(the clock of peak.sh's run / the highest any probe saw): f32 {both(lambda n: format(pk[n]['f32_gflops'], '.1f'))} GFLOP/s, "
+          f"int8 {both(lambda n: format(pk[n]['int8_gmacs'], '.1f'))} GMAC/s. Paragraphs/s: medians from "
+          f"`{report['throughput_file']}` ({report['throughput_date']}).", "",
+          f"| layers | GFLOP a paragraph (projections + attention) | padded | paragraphs/s at the f32 peak ({clocks} GHz) | at the int8 peak |",
+          "| ---: | --- | ---: | ---: | ---: |"]
     for depth, d in report["depths"].items():
-        r, p = d["gflop_per_paragraph"]["real"], d["gflop_per_paragraph"]["padded"]
+        r, p, a = d["gflop_per_paragraph"]["real"], d["gflop_per_paragraph"]["padded"], d["at_peak"]
         md.append(f"| {depth} | {r['total']:.3f} ({r['projections']:.3f} + {r['attention']:.3f}) | {p['total']:.3f} | "
-                  f"{d['paragraphs_per_s_at_f32_peak']:.1f} | {d['paragraphs_per_s_at_int8_peak']:.1f} | "
-                  f"{d['paragraphs_per_s_at_int8_block_peak']:.1f} |")
-    md += ["", "| layers | side | paragraphs/s | GFLOP/s useful | share of f32 peak (useful / executed) |",
+                  f"{both(lambda n: format(a[n]['paragraphs_per_s_at_f32_peak'], '.1f'))} | "
+                  f"{both(lambda n: format(a[n]['paragraphs_per_s_at_int8_peak'], '.1f'))} |")
+    md += ["", f"| layers | side | paragraphs/s | GFLOP/s (real tokens) | share of the peak ({clocks} GHz) |",
            "| ---: | --- | ---: | ---: | --- |"]
     for depth, d in report["depths"].items():
+        a = d["at_peak"]
         for side in ("st", "ort", "rag-f32"):
-            m = d["measured"][side]
-            md.append(f"| {depth} | {side} | {m['paragraphs_per_s']:.1f} | {m['gflops_useful']:.1f} | "
-                      f"{pct(m['share_of_f32_peak_useful'])} / {pct(m['share_of_f32_peak_executed'])} |")
+            executed = (f"; padded: {both(lambda n: pct(a[n]['share_of_f32_peak_executed'][side]))}"
+                        if side in a["sustained"]["share_of_f32_peak_executed"] else "")
+            md.append(f"| {depth} | {side} | {d['paragraphs_per_s'][side]:.1f} | {d['gflops_useful'][side]:.1f} | "
+                      f"{both(lambda n: pct(a[n]['share_of_f32_peak'][side]))} of f32{executed} |")
         for side in ("ort-int8", "rag-int8"):
-            m = d["measured"][side]
-            md.append(f"| {depth} | {side} | {m['paragraphs_per_s']:.1f} | | {pct(m['share_of_int8_peak'])} of the int8 "
-                      f"peak, {pct(m['share_of_int8_block_peak'])} of the block's |")
-    md += ["", "| layers | target | paragraphs/s | needs |", "| ---: | --- | ---: | --- |"]
+            md.append(f"| {depth} | {side} | {d['paragraphs_per_s'][side]:.1f} | | "
+                      f"{both(lambda n: pct(a[n]['share_of_int8_peak'][side]))} of int8 |")
+    md += ["", f"| layers | target | paragraphs/s | needs (share of the peak at {clocks} GHz) |", "| ---: | --- | ---: | --- |"]
     for depth, d in report["depths"].items():
-        t = d["targets"]
-        md.append(f"| {depth} | f32 2.0x ST | {t['f32_2x_st']['paragraphs_per_s']:.1f} | {t['f32_2x_st']['gflops']:.1f} GFLOP/s, "
-                  f"{pct(t['f32_2x_st']['share_of_f32_peak'])} of the f32 peak |")
-        md.append(f"| {depth} | f32 1.6x ORT | {t['f32_1.6x_ort']['paragraphs_per_s']:.1f} | {t['f32_1.6x_ort']['gflops']:.1f} "
-                  f"GFLOP/s, {pct(t['f32_1.6x_ort']['share_of_f32_peak'])} of the f32 peak |")
-        i = t["int8_1.5x_ort_int8"]
-        md.append(f"| {depth} | int8 1.5x ORT int8 | {i['paragraphs_per_s']:.1f} | {pct(i['share_of_int8_peak'])} of the int8 "
-                  f"peak, {pct(i['share_of_int8_block_peak'])} of the encoder's int8 block's |")
+        for target, rate in d["targets_paragraphs_per_s"].items():
+            kind = "int8" if target.startswith("int8") else "f32"
+            md.append(f"| {depth} | {target} | {rate:.1f} | "
+                      f"{both(lambda n: pct(d['at_peak'][n]['targets'][target]))} of {kind} |")
     (OUT / "flops.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
