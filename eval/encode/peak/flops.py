@@ -102,19 +102,15 @@ def main():
 
 
 def machine_peaks(peak, clock_probes):
-    """Two cores' peaks at the clock peak.sh ran at ("sustained") and at the highest clock any
-    probe saw ("boost", achieved.sh's probes included): per cycle from peak.sh's best one-core
-    rates over its best clock, times 2 cores, times the clock. The 2-thread trials are not used:
-    on a shared machine both threads seldom get a quiet slice at once (peak.json has them)."""
-    kernels = {k["name"]: k for k in peak["kernels"]}
-    best = lambda ks, name: {k["name"]: k for k in ks}[name]["threads_1"]["best"]
-    clock = best(peak["kernels"], "clock_add_chain")
-    boost = max([clock] + [best(json.load(open(p))["kernels"], "clock_add_chain") for p in clock_probes])
-    per_cycle = {"f32_flop": kernels["fma"]["threads_1"]["best"] / clock,
-                 "int8_mac": kernels["int8_maddubs_madd"]["threads_1"]["best"] / clock}
+    """Two cores' peaks at peak.sh's median clock ("sustained") and at the highest clock any
+    probe saw ("boost", achieved.sh's probes included), from peak.sh's per-cycle rates."""
+    d = peak["derived"]
+    best = lambda kernels: next(k for k in kernels if k["name"] == "clock_add_chain")["threads_1"]["best"]
+    boost = max([d["clock_ghz_best"]] + [best(json.load(open(p))["kernels"]) for p in clock_probes])
+    per_cycle = d["per_core_per_cycle"]
     return {name: {"clock_ghz": ghz, "f32_gflops": 2 * per_cycle["f32_flop"] * ghz,
                    "int8_gmacs": 2 * per_cycle["int8_mac"] * ghz, "per_core_per_cycle": per_cycle}
-            for name, ghz in (("sustained", clock), ("boost", boost))}
+            for name, ghz in (("sustained", d["clock_ghz_median"]), ("boost", boost))}
 
 
 def write_markdown(report):
@@ -128,7 +124,7 @@ def write_markdown(report):
           f"batches of {report['batch_size']} as sentence-transformers and ONNX Runtime run them). Two cores' peaks from "
           f"`peak.json`: {pk['sustained']['per_core_per_cycle']['f32_flop']:.1f} f32 FLOP and "
           f"{pk['sustained']['per_core_per_cycle']['int8_mac']:.1f} int8 multiply-adds a cycle and core, at {clocks} GHz "
-          f"(the clock of peak.sh's run / the highest any probe saw): f32 {both(lambda n: format(pk[n]['f32_gflops'], '.1f'))} GFLOP/s, "
+          f"(peak.sh's median trial / the highest any probe saw): f32 {both(lambda n: format(pk[n]['f32_gflops'], '.1f'))} GFLOP/s, "
           f"int8 {both(lambda n: format(pk[n]['int8_gmacs'], '.1f'))} GMAC/s. Paragraphs/s: medians from "
           f"`{report['throughput_file']}` ({report['throughput_date']}).", "",
           f"| layers | GFLOP a paragraph (projections + attention) | padded | paragraphs/s at the f32 peak ({clocks} GHz) | at the int8 peak |",

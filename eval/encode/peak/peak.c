@@ -30,6 +30,21 @@ static double now(void) {
 #define YMM_ALL "ymm0", "ymm1", "ymm2", "ymm3", "ymm4", "ymm5", "ymm6", "ymm7", "ymm8", "ymm9", \
   "ymm10", "ymm11", "ymm12", "ymm13", "ymm14", "ymm15"
 
+// The integer chains' set-up: accumulators ymm0-5 zeroed, ymm13 the i16 ones of vpmaddwd,
+// ymm14 and ymm15 the operands (all-ones bytes, and 0x007f words: values do not change the
+// rate). CHAIN_LOOP_END closes every chain loop, with all vector registers clobbered.
+#define INT_SETUP                                                                   \
+  "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"                                                \
+  "vmovdqa %%ymm0, %%ymm1\n\t vmovdqa %%ymm0, %%ymm2\n\t vmovdqa %%ymm0, %%ymm3\n\t" \
+  "vmovdqa %%ymm0, %%ymm4\n\t vmovdqa %%ymm0, %%ymm5\n\t"                           \
+  "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t vpsrlw $15, %%ymm13, %%ymm13\n\t"          \
+  "vpcmpeqb %%ymm14, %%ymm14, %%ymm14\n\t vpsrlw $9, %%ymm14, %%ymm15\n\t"
+// Six chains of the STEP(accumulator, temporary) defined where it is used.
+#define SIX_CHAINS                                                                  \
+  STEP("ymm0", "ymm6") STEP("ymm1", "ymm7") STEP("ymm2", "ymm8")                     \
+  STEP("ymm3", "ymm9") STEP("ymm4", "ymm10") STEP("ymm5", "ymm11")
+#define CHAIN_LOOP_END "dec %0\n\t jnz 1b\n\t vzeroupper" : "+r"(n)::YMM_ALL, "cc"
+
 // 12 independent FMA chains (latency 5 on Zen, so 12 cover two pipes' worth); 16 FLOP each.
 static void fma_chains(long n, void *scratch) {
   (void)scratch;
@@ -47,8 +62,7 @@ static void fma_chains(long n, void *scratch) {
       "vfmadd231ps %%ymm14, %%ymm15, %%ymm6\n\t vfmadd231ps %%ymm14, %%ymm15, %%ymm7\n\t"
       "vfmadd231ps %%ymm14, %%ymm15, %%ymm8\n\t vfmadd231ps %%ymm14, %%ymm15, %%ymm9\n\t"
       "vfmadd231ps %%ymm14, %%ymm15, %%ymm10\n\t vfmadd231ps %%ymm14, %%ymm15, %%ymm11\n\t"
-      "dec %0\n\t jnz 1b\n\t vzeroupper"
-      : "+r"(n)::YMM_ALL, "cc");
+      CHAIN_LOOP_END);
 }
 
 // The AVX2 int8 idiom without VNNI, 6 independent chains: vpmaddubsw (32 u8 x s8 products,
@@ -57,21 +71,15 @@ static void fma_chains(long n, void *scratch) {
 static void int8_chains(long n, void *scratch) {
   (void)scratch;
   __asm__ volatile(
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vmovdqa %%ymm0, %%ymm1\n\t vmovdqa %%ymm0, %%ymm2\n\t vmovdqa %%ymm0, %%ymm3\n\t"
-      "vmovdqa %%ymm0, %%ymm4\n\t vmovdqa %%ymm0, %%ymm5\n\t"
-      "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t vpsrlw $15, %%ymm13, %%ymm13\n\t"  // ones (i16)
-      "vpcmpeqb %%ymm14, %%ymm14, %%ymm14\n\t vpsrlw $9, %%ymm14, %%ymm15\n\t"   // weights, inputs
+      INT_SETUP
       "1:\n\t"
 #define STEP(acc, tmp)                              \
   "vpmaddubsw %%ymm14, %%ymm15, %%" tmp "\n\t"      \
   "vpmaddwd %%ymm13, %%" tmp ", %%" tmp "\n\t"      \
   "vpaddd %%" tmp ", %%" acc ", %%" acc "\n\t"
-      STEP("ymm0", "ymm6") STEP("ymm1", "ymm7") STEP("ymm2", "ymm8")
-      STEP("ymm3", "ymm9") STEP("ymm4", "ymm10") STEP("ymm5", "ymm11")
+      SIX_CHAINS
 #undef STEP
-      "dec %0\n\t jnz 1b\n\t vzeroupper"
-      : "+r"(n)::YMM_ALL, "cc");
+      CHAIN_LOOP_END);
 }
 
 // The same with the encoder's extra vpsignb per step (the activation's sign moved onto the
@@ -79,22 +87,16 @@ static void int8_chains(long n, void *scratch) {
 static void int8_sign_chains(long n, void *scratch) {
   (void)scratch;
   __asm__ volatile(
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vmovdqa %%ymm0, %%ymm1\n\t vmovdqa %%ymm0, %%ymm2\n\t vmovdqa %%ymm0, %%ymm3\n\t"
-      "vmovdqa %%ymm0, %%ymm4\n\t vmovdqa %%ymm0, %%ymm5\n\t"
-      "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t vpsrlw $15, %%ymm13, %%ymm13\n\t"
-      "vpcmpeqb %%ymm14, %%ymm14, %%ymm14\n\t vpsrlw $9, %%ymm14, %%ymm15\n\t"
+      INT_SETUP
       "1:\n\t"
 #define STEP(acc, tmp)                              \
   "vpsignb %%ymm14, %%ymm12, %%" tmp "\n\t"         \
   "vpmaddubsw %%" tmp ", %%ymm15, %%" tmp "\n\t"    \
   "vpmaddwd %%ymm13, %%" tmp ", %%" tmp "\n\t"      \
   "vpaddd %%" tmp ", %%" acc ", %%" acc "\n\t"
-      STEP("ymm0", "ymm6") STEP("ymm1", "ymm7") STEP("ymm2", "ymm8")
-      STEP("ymm3", "ymm9") STEP("ymm4", "ymm10") STEP("ymm5", "ymm11")
+      SIX_CHAINS
 #undef STEP
-      "dec %0\n\t jnz 1b\n\t vzeroupper"
-      : "+r"(n)::YMM_ALL, "cc");
+      CHAIN_LOOP_END);
 }
 
 // Two vpmaddubsw summed by vpaddw before one vpmaddwd, 4 chains: 64 multiply-adds per
@@ -103,10 +105,7 @@ static void int8_sign_chains(long n, void *scratch) {
 static void int8_paddw_chains(long n, void *scratch) {
   (void)scratch;
   __asm__ volatile(
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vmovdqa %%ymm0, %%ymm1\n\t vmovdqa %%ymm0, %%ymm2\n\t vmovdqa %%ymm0, %%ymm3\n\t"
-      "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t vpsrlw $15, %%ymm13, %%ymm13\n\t"
-      "vpcmpeqb %%ymm14, %%ymm14, %%ymm14\n\t vpsrlw $9, %%ymm14, %%ymm15\n\t"
+      INT_SETUP
       "1:\n\t"
 #define STEP(acc, t1, t2)                           \
   "vpmaddubsw %%ymm14, %%ymm15, %%" t1 "\n\t"      \
@@ -117,8 +116,7 @@ static void int8_paddw_chains(long n, void *scratch) {
       STEP("ymm0", "ymm4", "ymm5") STEP("ymm1", "ymm6", "ymm7")
       STEP("ymm2", "ymm8", "ymm9") STEP("ymm3", "ymm10", "ymm11")
 #undef STEP
-      "dec %0\n\t jnz 1b\n\t vzeroupper"
-      : "+r"(n)::YMM_ALL, "cc");
+      CHAIN_LOOP_END);
 }
 
 // 16-bit inputs: vpmaddwd (16 i16 x i16 products, pairs to i32) and vpaddd, 6 chains; 16
@@ -126,19 +124,14 @@ static void int8_paddw_chains(long n, void *scratch) {
 static void int16_chains(long n, void *scratch) {
   (void)scratch;
   __asm__ volatile(
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vmovdqa %%ymm0, %%ymm1\n\t vmovdqa %%ymm0, %%ymm2\n\t vmovdqa %%ymm0, %%ymm3\n\t"
-      "vmovdqa %%ymm0, %%ymm4\n\t vmovdqa %%ymm0, %%ymm5\n\t"
-      "vpcmpeqw %%ymm14, %%ymm14, %%ymm14\n\t vpsrlw $9, %%ymm14, %%ymm15\n\t"
+      INT_SETUP
       "1:\n\t"
 #define STEP(acc, tmp)                              \
   "vpmaddwd %%ymm14, %%ymm15, %%" tmp "\n\t"        \
   "vpaddd %%" tmp ", %%" acc ", %%" acc "\n\t"
-      STEP("ymm0", "ymm6") STEP("ymm1", "ymm7") STEP("ymm2", "ymm8")
-      STEP("ymm3", "ymm9") STEP("ymm4", "ymm10") STEP("ymm5", "ymm11")
+      SIX_CHAINS
 #undef STEP
-      "dec %0\n\t jnz 1b\n\t vzeroupper"
-      : "+r"(n)::YMM_ALL, "cc");
+      CHAIN_LOOP_END);
 }
 
 // 100 dependent integer adds per iteration, one cycle each: iterations x 100 / seconds is the
