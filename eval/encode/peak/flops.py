@@ -69,7 +69,7 @@ def main():
     report = {"paragraphs": n, "tokens": sum(lengths), "padded_tokens": sum(padded),
               "mean_tokens": sum(lengths) / n, "hidden": hidden, "ffn": ffn, "batch_size": args.batch_size,
               "max_length": args.max_length, "peaks": peaks,
-              "throughput_file": str(pathlib.Path(args.throughput).relative_to(ROOT)),
+              "throughput_file": str(pathlib.Path(args.throughput).resolve().relative_to(ROOT)),
               "throughput_date": throughput.get("date"), "depths": {}}
     for depth in DEPTHS:
         gflop = {kind: {"projections": depth * p / n / 1e9, "attention": depth * a / n / 1e9}
@@ -114,7 +114,7 @@ def ceilings(report, profile, profile_path):
     peak = report["peaks"]["sustained"]["f32_gflops"]
     projections = d["gflop_per_paragraph"]["real"]["projections"]
     gemm_s, rest_s = gemm_share / pps, (1 - gemm_share) / pps
-    out = {"profile": str(pathlib.Path(profile_path).relative_to(ROOT)), "gemm_share": gemm_share,
+    out = {"profile": str(pathlib.Path(profile_path).resolve().relative_to(ROOT)), "gemm_share": gemm_share,
            "gemm_share_of_peak_now": projections / gemm_s / peak, "cases": []}
     for gemm_eff, rest_factor in ((0.95, 1.0), (0.99, 0.5)):
         rate = 1 / (projections / (gemm_eff * peak) + rest_s * rest_factor)
