@@ -19,6 +19,7 @@ use faiss::{Index, MetricType};
 use serde::{Deserialize, Serialize};
 
 use super::dense::{to_hits, DenseIndex};
+use super::flat_file::first_not_finite;
 use super::{ann_ffi, flat_file, page_cache};
 
 /// efSearch when a query names none: 99.2% of flat's top 10 on the 19k sample at M 32
@@ -104,15 +105,6 @@ pub enum Residence {
     Mapped,
     /// Read whole into memory (updating: faiss cannot add to a mapped graph).
     InMemory,
-}
-
-/// The first of row-major vectors of width `dim` holding a NaN or an infinity: either would
-/// rank silently wrong (a NaN nowhere, an infinity first).
-fn first_not_finite(vectors: &[f32], dim: usize) -> Option<usize> {
-    vectors
-        .iter()
-        .position(|v| !v.is_finite())
-        .map(|at| at / dim.max(1))
 }
 
 /// Refuses vectors going into a graph that are not all finite.

@@ -33,9 +33,7 @@ use super::manifest::{CorpusCounts, Manifest, ModelIdentity, Versions};
 use super::manifest::{ShardRecord, StoredReduction, CHECKSUMS_FORMAT_VERSION};
 use super::removed::Removed;
 use super::sharded::{self, ShardSpec};
-use super::{
-    bm25, create_dir, dense_file, links, lock, pca_file, target, DenseIndex, OpenDir, Pca, PcaSpec,
-};
+use super::{bm25, create_dir, dense_file, links, lock, pca_file, target, OpenDir, Pca, PcaSpec};
 use crate::corpus::{self, Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;

@@ -2,6 +2,7 @@
 //! faiss files (through a PCA with `--reduce`).
 
 use super::*;
+use crate::index::flat_file::{FlatFile, FlatFileWriter};
 
 /// Each depth's stored vectors (and graph) from the checkpointed ones, through a PCA fitted
 /// here with `--reduce`: the reduction, if any, as the manifest records it.
@@ -180,16 +181,21 @@ pub(super) fn build_dense(
 ) -> Result<()> {
     create_dir(&work.join("dense"))?;
     let stored_dim = pca.map_or(width, Pca::output_dim);
-    let mut index = DenseIndex::new(stored_dim)?;
+    let path = dense_file(work, depth, stored_dim);
+    let mut file = FlatFileWriter::create(&path, stored_dim, documents)?;
     for_each_block(work, depth, width, documents, |block| match pca {
-        Some(pca) => index.add(&pca.reduce(&block)?.data),
-        None => index.add(&block.data),
+        Some(pca) => file.write_rows(&pca.reduce(&block)?.data),
+        None => file.write_rows(&block.data),
     })?;
-    index.save(&dense_file(work, depth, stored_dim))?;
+    file.finish()?;
     match ann {
         AnnSpec::Flat => Ok(()),
-        AnnSpec::Hnsw { m } => HnswIndex::build(&index, m)
-            .with_context(|| format!("--ann {ann} on layer {depth}"))?
-            .save(&hnsw_file(work, depth, stored_dim)),
+        // The graph keeps its own copy of the rows, so they are in memory here once whatever.
+        AnnSpec::Hnsw { m } => {
+            let (index, _) = FlatFile::open(&path, documents, stored_dim)?.load(false)?;
+            HnswIndex::build(&index, m)
+                .with_context(|| format!("--ann {ann} on layer {depth}"))?
+                .save(&hnsw_file(work, depth, stored_dim))
+        }
     }
 }
