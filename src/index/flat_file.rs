@@ -1,8 +1,9 @@
-//! faiss's file of an `IndexFlatL2` ("IxF2"), read by rag itself. faiss writes it (so the files
-//! stay faiss's own format), but reading it here lets an index check a file's header against the
-//! manifest before loading any vector, hash the vectors as they are read, and read them from a
-//! handle opened with the rest of the index rather than by path later, when a build may have
-//! put another build of the index in its place.
+//! faiss's file of an `IndexFlatL2` ("IxF2"), read and, at a build, written by rag itself, in
+//! faiss's own format byte for byte (an update still has faiss write it). Reading it here lets
+//! an index check a file's header against the manifest before loading any vector, hash the
+//! vectors as they are read, and read them from a handle opened with the rest of the index
+//! rather than by path later, when a build may have put another build of the index in its place;
+//! writing it here lets a build stream its rows instead of holding them all in a faiss index.
 //!
 //! ```text
 //! "IxF2" | d: i32 | ntotal: i64 | 2 x i64 (unused) | is_trained: u8 | metric: i32 (1 = L2)
