@@ -6,7 +6,9 @@
 # synthetic.py does: the model's files stay cached), one cold run, then one warm-cache run.
 # Each run: wall s, peak RSS, file-system input blocks and major faults (/usr/bin/time) and the
 # `--json` timings. Results (medians of ROUNDS): eval/scale/results/cold_search/<name>.{json,md}.
-#   [MODEL=DIR] eval/scale/cold_search.sh INDEX BEFORE_BIN AFTER_BIN NAME [ROUNDS]
+# MODES picks among default, dense, dense-ef512, fusion-two-hop and exact (the last two need a
+# graph); peak RSS counts the pages of a mapped file a run touched as well as its own memory.
+#   [MODEL=DIR] [MODES="default dense-ef512 fusion-two-hop exact"] eval/scale/cold_search.sh INDEX BEFORE_BIN AFTER_BIN NAME [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 index=$1 before=$2 after=$3 name=$4 rounds=${5:-3}
@@ -19,6 +21,7 @@ trap 'rm -rf "$work"' EXIT
 question="Between Harvey Pekar and Denise Levertov who was born earlier?"
 declare -A modes=(
   [default]=""
+  [dense]="--mode dense"
   [dense-ef512]="--mode dense --ef-search 512"
   [fusion-two-hop]="--mode fusion --hops 2"
   [exact]="--mode dense --ef-search 0"
@@ -41,7 +44,7 @@ PY
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq 1 "$rounds"); do
-  for mode in default dense-ef512 fusion-two-hop exact; do
+  for mode in ${MODES:-default dense-ef512 fusion-two-hop exact}; do
     for which in before after; do
       bin=$before; [ "$which" = after ] && bin=$after
       evict
@@ -55,9 +58,10 @@ python3 - "$work/runs.jsonl" "$out/$name" "$index" "$flags" "$load_before" "$(cu
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 base, index, flags, load0, load1, before, after = sys.argv[2:9]
+modes = list(dict.fromkeys(r["mode"] for r in runs))
 med = lambda xs: round(statistics.median(xs), 2)
 summary = {}
-for mode in ("default", "dense-ef512", "fusion-two-hop", "exact"):
+for mode in modes:
     for cache in ("cold", "warm"):
         for which in ("before", "after"):
             rs = [r for r in runs if (r["mode"], r["cache"], r["binary"]) == (mode, cache, which)]
@@ -66,7 +70,7 @@ for mode in ("default", "dense-ef512", "fusion-two-hop", "exact"):
                 "read_mib": med([r["read_mib"] for r in rs]), "major_faults": med([r["major_faults"] for r in rs]),
                 "search_ms": med([r["timings"]["search_ms"] for r in rs]), "runs": len(rs)}
 # Same answers from both binaries (the top ids of each mode).
-same = {m: len({tuple(r["top"]) for r in runs if r["mode"] == m}) == 1 for m in ("default", "dense-ef512", "fusion-two-hop", "exact")}
+same = {m: len({tuple(r["top"]) for r in runs if r["mode"] == m}) == 1 for m in modes}
 res = {"index": index, "before": before, "after": after, "cpu_flags": flags.strip(),
        "load_average_before": load0, "load_average_after": load1, "same_top_hits": same,
        "summary": summary, "runs": runs}
@@ -78,7 +82,7 @@ lines = [f"# Cold `rag search`: {index}", "",
          "file-system input (/usr/bin/time %I: read(2) and page faults that went to the disk).", "",
          "| mode | cache | before wall s | after wall s | before read MiB | after read MiB | before peak MiB | after peak MiB | before search ms | after search ms |",
          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-for mode in ("default", "dense-ef512", "fusion-two-hop", "exact"):
+for mode in modes:
     for cache in ("cold", "warm"):
         b, a = summary[f"{mode} {cache} before"], summary[f"{mode} {cache} after"]
         lines.append(f"| {mode} | {cache} | {b['wall_s']} | {a['wall_s']} | {b['read_mib']} | {a['read_mib']} | {b['peak_rss_mib']} | {a['peak_rss_mib']} | {b['search_ms']} | {a['search_ms']} |")

@@ -7,19 +7,16 @@
 //! same cosine `1 - d^2 / 2`.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use faiss::index::io::read_index_with_flags;
-use faiss::index::io_flags::IoFlags;
 use faiss::index::IndexImpl;
 use faiss::{Index, MetricType};
 use serde::{Deserialize, Serialize};
 
 use super::dense::{to_hits, DenseIndex};
-use super::flat_file::first_not_finite;
+use super::flat_file::{first_not_finite, Residence};
 use super::{ann_ffi, flat_file, page_cache};
 
 /// efSearch when a query names none: 99.2% of flat's top 10 on the 19k sample at M 32
@@ -98,15 +95,6 @@ fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
     anyhow!("faiss: {e}")
 }
 
-/// How [`HnswIndex::load`] reads a stored graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Residence {
-    /// Memory-mapped: pages are read as searches visit them (searching).
-    Mapped,
-    /// Read whole into memory (updating: faiss cannot add to a mapped graph).
-    InMemory,
-}
-
 /// Refuses vectors going into a graph that are not all finite.
 fn check_input(vectors: &[f32], dim: usize) -> Result<()> {
     match first_not_finite(vectors, dim) {
@@ -172,22 +160,10 @@ impl HnswIndex {
     /// whose seal matches (its bytes are the build's, whose vectors were checked going in:
     /// scanning them would read the whole mapped file again).
     pub fn load(file: &HnswFile, residence: Residence, check_values: bool) -> Result<Self> {
-        let fd_path = format!("/proc/self/fd/{}", file.file.as_raw_fd());
-        let flags = match residence {
-            Residence::InMemory => 0,
-            Residence::Mapped => {
-                file.warm_node_tables()?;
-                ann_ffi::io_flag_mmap()
-            }
-        };
-        let flags = u16::try_from(flags)
-            .map(|f| IoFlags::from(i32::from(f)))
-            .map_err(|_| {
-                anyhow!("faiss's mmap flag {flags} does not fit the faiss crate's IoFlags")
-            })?;
-        let index = read_index_with_flags(&fd_path, flags)
-            .map_err(faiss_error)
-            .with_context(|| format!("reading {}", file.path.display()))?;
+        if residence == Residence::Mapped {
+            file.warm_node_tables()?;
+        }
+        let index = flat_file::read_open(&file.file, &file.path, residence)?;
         if index.d() as usize != file.dim || index.ntotal() != file.count {
             bail!(flat_file::damaged(&file.path, "faiss read another index"));
         }

@@ -11,9 +11,12 @@ use anyhow::{Context, Result};
 
 use super::ann::{hnsw_file, AnnSpec, HnswIndex};
 use super::docstore::{DocStore, DocStoreMark, DocStoreWriter, DOCS_FILE, OFFSETS_FILE};
-use super::flat_file::FlatFile;
+use super::flat_file::{FlatFile, FlatFileWriter, Residence};
 use super::removed::Removed;
-use super::{bm25, dense_file, DenseIndex, Manifest};
+use super::{bm25, dense_file, Manifest};
+
+/// Rows of the old vector file filtered at a time.
+const BLOCK_ROWS: usize = 65_536;
 
 /// Drops `removed` (local ids below `manifest.documents`) from the index being staged in `work`;
 /// `ids`, a shard's global ids by local id, gives those of the documents kept.
@@ -45,20 +48,28 @@ pub fn compact(
     std::fs::remove_dir_all(&scratch).with_context(|| format!("removing {}", scratch.display()))?;
 
     let dim = manifest.stored_dim;
+    let kept_count = (0..manifest.documents).filter(|&l| keep(l)).count() as u64;
     for &depth in &manifest.layers {
         let path = dense_file(work, depth, dim);
-        let (all, _) = FlatFile::open(&path, manifest.documents, dim)?.load(false)?;
-        let rows: Vec<f32> = all
-            .vectors()
-            .chunks_exact(dim)
-            .enumerate()
-            .filter(|(local, _)| keep(*local as u64))
-            .flat_map(|(_, row)| row.iter().copied())
-            .collect();
-        let mut kept = DenseIndex::new(dim)?;
-        kept.add(&rows)?;
-        kept.save(&path)?;
+        // Mapped and streamed into the new file (which replaces it by rename; the mapping keeps
+        // the old one readable), so no more than a block of rows is ever in memory.
+        let (all, _) =
+            FlatFile::open(&path, manifest.documents, dim)?.load(Residence::Mapped, false)?;
+        let mut out = FlatFileWriter::create(&path, dim, kept_count)?;
+        for (block, rows) in all.vectors().chunks(dim * BLOCK_ROWS).enumerate() {
+            let kept: Vec<f32> = rows
+                .chunks_exact(dim)
+                .enumerate()
+                .filter(|(i, _)| keep((block * BLOCK_ROWS + i) as u64))
+                .flat_map(|(_, row)| row.iter().copied())
+                .collect();
+            out.write_rows(&kept)?;
+        }
+        out.finish()?;
+        drop(all);
         if let AnnSpec::Hnsw { m } = manifest.ann {
+            let (kept, _) =
+                FlatFile::open(&path, kept_count, dim)?.load(Residence::Mapped, false)?;
             HnswIndex::build(&kept, m)
                 .with_context(|| format!("--ann {} on layer {depth}", manifest.ann))?
                 .save(&hnsw_file(work, depth, dim))?;

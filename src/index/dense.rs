@@ -39,10 +39,17 @@ fn faiss_error(e: faiss::error::Error) -> anyhow::Error {
 
 impl DenseIndex {
     pub fn new(dim: usize) -> Result<Self> {
-        Ok(Self {
-            index: ManuallyDrop::new(FlatIndexImpl::new_l2(dim as u32).map_err(faiss_error)?),
+        Ok(Self::owning(
+            FlatIndexImpl::new_l2(dim as u32).map_err(faiss_error)?,
+        ))
+    }
+
+    /// An index of its own over `index` (one faiss read: a mapped one is read-only).
+    pub(super) fn owning(index: FlatIndexImpl) -> Self {
+        Self {
+            index: ManuallyDrop::new(index),
             owner: None,
-        })
+        }
     }
 
     /// The flat index at `inner`, which `owner` holds and frees: searched, never freed here.
@@ -60,8 +67,8 @@ impl DenseIndex {
         }
     }
 
-    /// Adds rows that are already unit length (to an index of its own: one borrowed from a
-    /// graph is read-only).
+    /// Adds rows that are already unit length (to an index of its own, read whole or built:
+    /// one borrowed from a graph or memory-mapped is read-only).
     pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
         if self.owner.is_some() {
             anyhow::bail!("a graph's vectors are read-only");
@@ -234,7 +241,7 @@ mod tests {
         index.save(&path).unwrap();
         let (loaded, _) = crate::index::flat_file::FlatFile::open(&path, 3, 4)
             .unwrap()
-            .load(false)
+            .load(crate::index::flat_file::Residence::Mapped, false)
             .unwrap();
         assert_eq!(loaded.vectors(), index.vectors());
 

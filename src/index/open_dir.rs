@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 
-use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex, Residence};
+use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
+use super::flat_file::Residence;
 use super::integrity::Hashing;
 use super::links::{self, Links};
 use super::removed::{Removed, REMOVED_FILE};
@@ -235,48 +236,25 @@ impl OpenDir {
         })
     }
 
-    /// Loads every depth's vectors now rather than on first use. A server reads each graph
-    /// whole into memory, as before graphs were mapped: its searches then run on anonymous
-    /// memory (huge pages, no page faults; a mapped 2.6 GB graph measured up to 1.6 times
-    /// slower at efSearch 512 under load), and a cold start is paid once, not per search.
+    /// Loads every depth's vectors now rather than on first use. A server reads each graph and
+    /// flat file whole into memory: its searches then run on anonymous memory (huge pages, no
+    /// page faults; a mapped 2.6 GB graph measured up to 1.6 times slower at efSearch 512
+    /// under load), and a cold start is paid once, not per search.
     pub fn preload(&self) -> Result<()> {
         for &depth in &self.manifest.layers {
-            {
-                let mut cache = self.dense.lock().expect("dense cache lock");
-                self.graph_locked(&mut cache, depth, Residence::InMemory)?;
-            }
-            self.dense(depth, self.manifest.stored_dim)?;
+            let mut cache = self.dense.lock().expect("dense cache lock");
+            self.stored_locked(&mut cache, depth, Residence::InMemory)?;
         }
         Ok(())
     }
 
     /// The dense index for a depth and size (both already resolved against the manifest). The
-    /// stored width is loaded once (its checksum checked); a smaller size is derived from it
-    /// in memory, never written: reading an index does not change it. Where the depth has an
-    /// HNSW graph, the stored width is searched in the graph's own copy of the vectors (built
-    /// from the flat file, the same values), so that they are in memory once, not twice.
+    /// stored width is loaded once, memory-mapped (its checksum checked unless sealed); a
+    /// smaller size is derived from it in memory, never written: reading an index does not
+    /// change it.
     pub fn dense(&self, depth: usize, dim: usize) -> Result<Arc<DenseIndex>> {
         let mut cache = self.dense.lock().expect("dense cache lock");
-        let stored = match cache.stored.get(&depth) {
-            Some(index) => Arc::clone(index),
-            None => {
-                let index = Arc::new(
-                    match self.graph_locked(&mut cache, depth, Residence::Mapped)? {
-                        Some(graph) => {
-                            if graph.is_mapped() {
-                                if let Some(file) = self.graphs.get(&depth) {
-                                    file.warm_vectors()?;
-                                }
-                            }
-                            graph.exact()?
-                        }
-                        None => self.load_stored(depth)?,
-                    },
-                );
-                cache.stored.insert(depth, Arc::clone(&index));
-                index
-            }
-        };
+        let stored = self.stored_locked(&mut cache, depth, Residence::Mapped)?;
         if dim == stored.dim() {
             return Ok(stored);
         }
@@ -296,6 +274,33 @@ impl OpenDir {
         }
         cache.derived.push(((depth, dim), Arc::clone(&derived)));
         Ok(derived)
+    }
+
+    /// A depth's vectors at the stored width, loaded as `residence` says if not loaded yet.
+    /// Where the depth has an HNSW graph, they are searched in the graph's own copy (built from
+    /// the flat file, the same values), so that they are in memory once, not twice.
+    fn stored_locked(
+        &self,
+        cache: &mut DenseCache,
+        depth: usize,
+        residence: Residence,
+    ) -> Result<Arc<DenseIndex>> {
+        if let Some(index) = cache.stored.get(&depth) {
+            return Ok(Arc::clone(index));
+        }
+        let index = Arc::new(match self.graph_locked(cache, depth, residence)? {
+            Some(graph) => {
+                if graph.is_mapped() {
+                    if let Some(file) = self.graphs.get(&depth) {
+                        file.warm_vectors()?;
+                    }
+                }
+                graph.exact()?
+            }
+            None => self.load_stored(depth, residence)?,
+        });
+        cache.stored.insert(depth, Arc::clone(&index));
+        Ok(index)
     }
 
     /// The HNSW graph of a depth, if the index has one, loaded on first use (checked against
@@ -343,9 +348,10 @@ impl OpenDir {
         integrity::record(&self.manifest.files, relative)
     }
 
-    /// A depth's flat file, loaded whatever else the index holds (its checksum checked unless
-    /// sealed): `--verify` checks it against the graph, which searches use instead.
-    pub(super) fn load_stored(&self, depth: usize) -> Result<DenseIndex> {
+    /// A depth's flat file, loaded as `residence` says whatever else the index holds (its
+    /// checksum checked unless sealed): `--verify` checks it against the graph, which searches
+    /// use instead.
+    pub(super) fn load_stored(&self, depth: usize, residence: Residence) -> Result<DenseIndex> {
         let file = self
             .files
             .get(&depth)
@@ -360,7 +366,7 @@ impl OpenDir {
             ),
             None => true,
         };
-        let (index, sha256) = file.load(!sealed)?;
+        let (index, sha256) = file.load(residence, !sealed)?;
         if let (Some(record), Some(sha256)) = (record, sha256) {
             integrity::check_sha(file.path(), record, &sha256)?;
         }

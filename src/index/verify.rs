@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::ann::{hnsw_file, recall_against_flat, DEFAULT_EF_SEARCH};
-use super::flat_file::damaged;
+use super::flat_file::{damaged, Residence};
 use super::{dense_file, integrity, Index, OpenDir};
 
 #[derive(Debug, Clone, Serialize)]
@@ -90,7 +90,7 @@ fn verify_part(index: &OpenDir) -> Result<Verified> {
     integrity::check_recorded(dir, &index.manifest.files, integrity::Hashing::All)?;
     let manifest = &index.manifest;
     for &depth in &manifest.layers {
-        let vectors = index.load_stored(depth)?;
+        let vectors = index.load_stored(depth, Residence::Mapped)?;
         for (row, values) in vectors.vectors().chunks(vectors.dim()).enumerate() {
             if !integrity::is_unit(values) {
                 bail!(damaged(

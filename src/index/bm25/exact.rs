@@ -90,6 +90,14 @@ impl ExactQuery {
         })
     }
 
+    /// How many clauses of its boolean query this one stands for.
+    fn times(&self) -> u32 {
+        match self {
+            Self::Leaf { times, .. } => *times,
+            Self::Boolean { .. } => 1,
+        }
+    }
+
     /// Offers `best` each document of `segment` that matches and could be among the best, with
     /// its score; `id` gives a document's id, or `None` for a deleted one. A disjunction of
     /// terms and phrases (any question in plain text) skips what cannot enter
@@ -187,16 +195,6 @@ impl ExactQuery {
             }
         }
         Ok(())
-    }
-}
-
-impl ExactQuery {
-    /// How many clauses of its boolean query this one stands for.
-    fn times(&self) -> u32 {
-        match self {
-            Self::Leaf { times, .. } => *times,
-            Self::Boolean { .. } => 1,
-        }
     }
 }
 

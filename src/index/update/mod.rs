@@ -32,14 +32,13 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex, Residence};
+use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
 use super::build::building_dir;
 use super::docstore::{DocStoreMark, DocStoreWriter, DOCS_FILE};
+use super::flat_file::{FlatFileWriter, Residence};
 use super::manifest::{CHECKSUMS_FORMAT_VERSION, REMOVALS_FORMAT_VERSION};
 use super::removed::Removed;
-use super::{
-    bm25, compact, dense_file, links, lock, sharded, target, DenseIndex, Manifest, OpenDir,
-};
+use super::{bm25, compact, dense_file, links, lock, sharded, target, Manifest, OpenDir};
 use crate::corpus::{Chunker, CorpusFile, CorpusInput, Paragraph, ParagraphStream};
 use crate::encoder::{Encoder, EncoderOptions};
 use crate::files;
@@ -295,11 +294,16 @@ fn append_vectors(
 ) -> Result<()> {
     let dim = part.manifest.stored_dim;
     let live = part.dense(depth, dim)?;
-    let mut dense = DenseIndex::new(dim)?;
-    dense.add(live.vectors())?;
-    dense.add(rows)?;
     super::create_dir(&work.join("dense"))?;
-    dense.save(&dense_file(work, depth, dim))?;
+    let added = (rows.len() / dim.max(1)) as u64;
+    let mut file = FlatFileWriter::create(
+        &dense_file(work, depth, dim),
+        dim,
+        live.len() as u64 + added,
+    )?;
+    file.write_rows(live.vectors())?;
+    file.write_rows(rows)?;
+    file.finish()?;
     if let AnnSpec::Hnsw { .. } = ann {
         // Loaded afresh: a server's graph in memory is never changed under its searches.
         let path = hnsw_file(&part.dir, depth, dim);
