@@ -9,6 +9,9 @@
 #   eval/answers/selection.sh em-default  # distractor first 300: the current default's answers
 #                                         # (recorded ones where the prompt is unchanged)
 #   eval/answers/selection.sh em-precision  # f32 and int8 answers where int8 changed the prompt
+#   TAG=bf16 F32_INDEX=DIR eval/answers/selection.sh precision-index  # distractor first 300: the
+#                                         # index built in this CPU's default (bf16 on AMX, int8
+#                                         # on VNNI) against an f32 one; answers where prompts differ
 #   eval/answers/selection.sh em-tuning   # fullwiki 240: the chosen selection against the
 #                                         # default, answers only where the prompt differs
 #   eval/answers/selection.sh em-distractor  # the same on the distractor first 300 (reports)
@@ -24,7 +27,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, em-tuning or em-distractor}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning or em-distractor}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -86,6 +89,26 @@ em-precision)
   done
   python3 eval/answers/compare.py "$RUNS/answers-f32-changed" "$RUNS/answers-int8-changed" \
     --show --out "$RUNS/answers-int8-changed/compare.json"
+  ;;
+precision-index)
+  # Each index searched in its own precision (a question is encoded as its index was): INDEX as
+  # `rag index` builds it on this CPU, F32_INDEX with --precision f32. Greedy answers to the
+  # same prompt are the same, so only prompts that differ are answered, from both indexes; the
+  # f32 prompts are also checked against contexts-f32-n300 (another CPU's f32 index).
+  tag=${TAG:?TAG: the precision rag index defaults to here, e.g. bf16}
+  f32=${F32_INDEX:?F32_INDEX: an index of the same corpus built with --precision f32}
+  INDEX=$f32 context "$RUNS" "contexts-f32-index-$tag-host-n300" --limit 300
+  context "$RUNS" "contexts-$tag-index-n300" --limit 300
+  python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-n300" "$RUNS/contexts-f32-index-$tag-host-n300" \
+    --out "$RUNS/contexts-f32-index-$tag-host-n300/changes.json"
+  python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-index-$tag-host-n300" \
+    "$RUNS/contexts-$tag-index-n300" "$DISTRACTOR" "$RUNS/changed-$tag-index.json"
+  python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-index-$tag-host-n300" \
+    "$RUNS/contexts-$tag-index-n300" --out "$RUNS/contexts-$tag-index-n300/changes.json"
+  INDEX=$f32 answers "$RUNS" "answers-f32-index-$tag-host-changed" --questions "$RUNS/changed-$tag-index.json"
+  answers "$RUNS" "answers-$tag-index-changed" --questions "$RUNS/changed-$tag-index.json"
+  python3 eval/answers/compare.py "$RUNS/answers-f32-index-$tag-host-changed" "$RUNS/answers-$tag-index-changed" \
+    --show --out "$RUNS/answers-$tag-index-changed/compare.json"
   ;;
 em-tuning)
   # The chosen selection against the default on the fullwiki questions whose prompt it changes.

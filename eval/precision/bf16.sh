@@ -9,7 +9,8 @@
 #               mean and lowest cosine per depth.
 #   recall      HotpotQA dense Recall@1/2/5/10 on the 19k-paragraph corpus (both sample files),
 #               index and questions in f32, then index and questions in bf16, 3/6 layers x 64/384.
-# Writes eval/precision/bf16/ (each run's JSON, summary.json, summary.md).
+# Writes OUT (default eval/precision/bf16/: each run's JSON, summary.json, summary.md), with the
+# CPU's model and flags.
 #   [STAGES="throughput fidelity recall"] [ROUNDS=3] [LIMIT=2000] [LAYERS=6,3,1] eval/precision/bf16.sh
 # RAG_BIN: the rag binary (default: built here); PYTHON: a python with torch,
 # sentence-transformers and onnxruntime (default eval/.venv's); RAG_MODEL: the encoder
@@ -23,7 +24,7 @@ LAYERS=${LAYERS:-6,3,1}
 DATA=${RAG_DATA:-../shared/data}
 MODEL=${RAG_MODEL:-data/models/all-MiniLM-L6-v2}
 PYTHON=${PYTHON:-eval/.venv/bin/python}
-OUT=eval/precision/bf16
+OUT=${OUT:-eval/precision/bf16}
 CORPUS=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
 TEMPLATE="{title}: {text}"
 mkdir -p "$OUT"
@@ -77,7 +78,12 @@ out, rounds, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 layers = [int(l) for l in sys.argv[4].split(",")]
 path = lambda name: os.path.join(out, name)
 load = lambda name: json.load(open(path(name)))
-summary, md = {}, ["# `--precision bf16` against f32", ""]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+flags = sorted(f for f in next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split()[2:]
+               if f in ("avx2", "fma", "avx_vnni") or f.startswith(("avx512", "amx")))
+summary = {"cpu": cpu, "cpu_flags": flags, "cores": os.cpu_count(), "load_average_at_end": os.getloadavg()[0]}
+md = ["# `--precision bf16` against f32", "", f"{cpu}, {os.cpu_count()} cores, flags {' '.join(flags)}; "
+      f"load average {os.getloadavg()[0]:.1f} at the end.", ""]
 if os.path.exists(path("rag-f32-1.json")):
     def per_s(name, depth):
         d = load(name)
