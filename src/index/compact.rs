@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 
 use super::ann::{hnsw_file, AnnSpec, HnswIndex};
 use super::docstore::{DocStore, DocStoreMark, DocStoreWriter, DOCS_FILE, OFFSETS_FILE};
-use super::flat_file::{FlatFile, FlatFileWriter, Residence};
+use super::flat_file::{Checks, FlatFile, FlatFileWriter, Residence};
 use super::removed::Removed;
 use super::{bm25, dense_file, Manifest};
 
@@ -53,8 +53,8 @@ pub fn compact(
         let path = dense_file(work, depth, dim);
         // Mapped and streamed into the new file (which replaces it by rename; the mapping keeps
         // the old one readable), so no more than a block of rows is ever in memory.
-        let (all, _) =
-            FlatFile::open(&path, manifest.documents, dim)?.load(Residence::Mapped, false)?;
+        let (all, _) = FlatFile::open(&path, manifest.documents, dim)?
+            .load(Residence::Mapped, Checks::None)?;
         let mut out = FlatFileWriter::create(&path, dim, kept_count)?;
         for (block, rows) in all.vectors().chunks(dim * BLOCK_ROWS).enumerate() {
             let kept: Vec<f32> = rows
@@ -69,7 +69,7 @@ pub fn compact(
         drop(all);
         if let AnnSpec::Hnsw { m } = manifest.ann {
             let (kept, _) =
-                FlatFile::open(&path, kept_count, dim)?.load(Residence::Mapped, false)?;
+                FlatFile::open(&path, kept_count, dim)?.load(Residence::Mapped, Checks::None)?;
             HnswIndex::build(&kept, m)
                 .with_context(|| format!("--ann {} on layer {depth}", manifest.ann))?
                 .save(&hnsw_file(work, depth, dim))?;

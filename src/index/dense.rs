@@ -239,9 +239,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.faiss");
         index.save(&path).unwrap();
-        let (loaded, _) = crate::index::flat_file::FlatFile::open(&path, 3, 4)
+        use crate::index::flat_file::{Checks, FlatFile, Residence};
+        let (loaded, _) = FlatFile::open(&path, 3, 4)
             .unwrap()
-            .load(crate::index::flat_file::Residence::Mapped, false)
+            .load(Residence::Mapped, Checks::None)
             .unwrap();
         assert_eq!(loaded.vectors(), index.vectors());
 

@@ -59,6 +59,20 @@ pub(super) fn read_open(file: &File, path: &Path, residence: Residence) -> Resul
         .with_context(|| format!("reading {}", path.display()))
 }
 
+/// What loading a vector file checks of its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checks {
+    /// Nothing: a file whose seal matches (its bytes are the build's, whose vectors were
+    /// checked going in), or one this process has just written.
+    None,
+    /// Every vector finite (a NaN would rank nowhere, an infinity first): an index that records
+    /// no checksum for the file.
+    Values,
+    /// Every vector finite, and the whole file's sha256 for the caller to compare with the
+    /// recorded one.
+    ValuesAndHash,
+}
+
 /// A stored vector file, opened and its header checked.
 pub struct FlatFile {
     file: File,
@@ -92,10 +106,13 @@ impl FlatFile {
         })
     }
 
-    /// Loads the vectors as `residence` says, in one allocation or none. `hash`: with the
-    /// sha256 of the whole file, and every vector checked to be finite (a file whose seal
-    /// matches skips both: its bytes are the build's, whose vectors were checked going in).
-    pub fn load(&self, residence: Residence, hash: bool) -> Result<(DenseIndex, Option<String>)> {
+    /// Loads the vectors as `residence` says, in one allocation or none, checking what
+    /// `checks` says; with the sha256 of the whole file when that includes it.
+    pub fn load(
+        &self,
+        residence: Residence,
+        checks: Checks,
+    ) -> Result<(DenseIndex, Option<String>)> {
         let index = read_open(&self.file, &self.path, residence)?
             .into_flat()
             .map_err(|_| anyhow!(damaged(&self.path, "faiss read another kind of index")))?;
@@ -103,15 +120,17 @@ impl FlatFile {
         if index.dim() != self.dim || index.len() as u64 != self.count {
             bail!(damaged(&self.path, "faiss read another index"));
         }
-        if !hash {
+        if checks == Checks::None {
             return Ok((index, None));
         }
-        let mut hasher = Sha256::new();
+        let mut hasher = (checks == Checks::ValuesAndHash).then(Sha256::new);
         let mut header = [0u8; HEADER_BYTES as usize];
         self.file
             .read_exact_at(&mut header, 0)
             .with_context(|| format!("reading {}", self.path.display()))?;
-        hasher.update(header);
+        if let Some(hasher) = &mut hasher {
+            hasher.update(header);
+        }
         for (block, rows) in index
             .vectors()
             .chunks(ROWS_PER_BLOCK * self.dim)
@@ -121,11 +140,13 @@ impl FlatFile {
                 let row = (block * ROWS_PER_BLOCK + at) as u64;
                 bail!(damaged(&self.path, &format!("vector {row} is not finite")));
             }
-            let bytes = le_bytes(rows);
-            hasher.update(&bytes);
-            super::integrity::count_hashed(bytes.len() as u64);
+            if let Some(hasher) = &mut hasher {
+                let bytes = le_bytes(rows);
+                hasher.update(&bytes);
+                super::integrity::count_hashed(bytes.len() as u64);
+            }
         }
-        Ok((index, Some(hex::encode(hasher.finalize()))))
+        Ok((index, hasher.map(|h| hex::encode(h.finalize()))))
     }
 
     pub fn file(&self) -> &File {
@@ -316,10 +337,12 @@ mod tests {
 
         for residence in [Residence::Mapped, Residence::InMemory] {
             let file = FlatFile::open(&path, 3, 2).unwrap();
-            let (loaded, sha) = file.load(residence, true).unwrap();
+            let (loaded, sha) = file.load(residence, Checks::ValuesAndHash).unwrap();
             assert_eq!(loaded.vectors(), &m.data[..]);
             assert_eq!(sha.unwrap(), crate::files::sha256_file(&path).unwrap());
-            assert!(file.load(residence, false).unwrap().1.is_none());
+            for checks in [Checks::Values, Checks::None] {
+                assert!(file.load(residence, checks).unwrap().1.is_none());
+            }
         }
 
         for (count, dim, says) in [(4, 2, "holds 3 vectors"), (3, 4, "of 2 dimensions")] {
@@ -390,7 +413,8 @@ mod tests {
 
     /// A mapped load searches the file's own pages, a whole one a copy; either is one faiss
     /// read from the handle opened with the index, so a file put in its place since is not the
-    /// one read. A non-finite vector is refused unless the caller vouches for the file (sealed).
+    /// one read. A non-finite vector is refused unless the caller vouches for the file (sealed),
+    /// with or without a checksum to compare.
     #[test]
     fn a_mapped_load_reads_the_opened_file_in_place() {
         let (count, dim) = (40_000u64, 16usize);
@@ -407,8 +431,8 @@ mod tests {
             .save(&path)
             .unwrap();
 
-        let (mapped, _) = file.load(Residence::Mapped, false).unwrap();
-        let (whole, _) = file.load(Residence::InMemory, false).unwrap();
+        let (mapped, _) = file.load(Residence::Mapped, Checks::None).unwrap();
+        let (whole, _) = file.load(Residence::InMemory, Checks::None).unwrap();
         assert_eq!(mapped.vectors(), &m.data[..]);
         assert_eq!(whole.vectors(), &m.data[..]);
         let at = |index: &DenseIndex| mapping_at(index.vectors().as_ptr() as usize);
@@ -433,9 +457,11 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let file = FlatFile::open(&path, count, dim).unwrap();
         for residence in [Residence::Mapped, Residence::InMemory] {
-            let err = file.load(residence, true).err().unwrap().to_string();
-            assert!(err.contains("vector 39000 is not finite"), "{err}");
-            assert!(file.load(residence, false).is_ok());
+            for checks in [Checks::Values, Checks::ValuesAndHash] {
+                let err = file.load(residence, checks).err().unwrap().to_string();
+                assert!(err.contains("vector 39000 is not finite"), "{err}");
+            }
+            assert!(file.load(residence, Checks::None).is_ok());
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 
 use super::ann::{hnsw_file, AnnSpec, HnswFile, HnswIndex};
-use super::flat_file::Residence;
+use super::flat_file::{Checks, Residence};
 use super::integrity::Hashing;
 use super::links::{self, Links};
 use super::removed::{Removed, REMOVED_FILE};
@@ -349,24 +349,29 @@ impl OpenDir {
     }
 
     /// A depth's flat file, loaded as `residence` says whatever else the index holds (its
-    /// checksum checked unless sealed): `--verify` checks it against the graph, which searches
-    /// use instead.
+    /// checksum and values checked unless sealed, its values where the index records no
+    /// checksum): `--verify` checks it against the graph, which searches use instead.
     pub(super) fn load_stored(&self, depth: usize, residence: Residence) -> Result<DenseIndex> {
         let file = self
             .files
             .get(&depth)
             .with_context(|| format!("the index stores no vectors for layer {depth}"))?;
         let record = self.record(file.path());
-        let sealed = match record {
-            Some(record) => record.sealed(
-                &file
-                    .file()
-                    .metadata()
-                    .with_context(|| format!("reading {}", file.path().display()))?,
-            ),
-            None => true,
+        let checks = match record {
+            Some(record)
+                if record.sealed(
+                    &file
+                        .file()
+                        .metadata()
+                        .with_context(|| format!("reading {}", file.path().display()))?,
+                ) =>
+            {
+                Checks::None
+            }
+            Some(_) => Checks::ValuesAndHash,
+            None => Checks::Values,
         };
-        let (index, sha256) = file.load(residence, !sealed)?;
+        let (index, sha256) = file.load(residence, checks)?;
         if let (Some(record), Some(sha256)) = (record, sha256) {
             integrity::check_sha(file.path(), record, &sha256)?;
         }

@@ -2,7 +2,7 @@
 //! faiss files (through a PCA with `--reduce`).
 
 use super::*;
-use crate::index::flat_file::{FlatFile, FlatFileWriter, Residence};
+use crate::index::flat_file::{Checks, FlatFile, FlatFileWriter, Residence};
 
 /// Each depth's stored vectors (and graph) from the checkpointed ones, through a PCA fitted
 /// here with `--reduce`: the reduction, if any, as the manifest records it.
@@ -192,8 +192,8 @@ pub(super) fn build_dense(
         AnnSpec::Flat => Ok(()),
         // The graph keeps its own copy of the rows, so they are in memory here once whatever.
         AnnSpec::Hnsw { m } => {
-            let (index, _) =
-                FlatFile::open(&path, documents, stored_dim)?.load(Residence::Mapped, false)?;
+            let (index, _) = FlatFile::open(&path, documents, stored_dim)?
+                .load(Residence::Mapped, Checks::None)?;
             HnswIndex::build(&index, m)
                 .with_context(|| format!("--ann {ann} on layer {depth}"))?
                 .save(&hnsw_file(work, depth, stored_dim))
