@@ -105,6 +105,10 @@ precision-index)
     "$RUNS/contexts-$tag-index-n300" "$DISTRACTOR" "$RUNS/changed-$tag-index.json"
   python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-index-$tag-host-n300" \
     "$RUNS/contexts-$tag-index-n300" --out "$RUNS/contexts-$tag-index-n300/changes.json"
+  if ! python3 -c 'import json, sys; sys.exit(not json.load(open(sys.argv[1])))' "$RUNS/changed-$tag-index.json"; then
+    echo "no prompt changed: the $tag index answers as the f32 one does"
+    return
+  fi
   INDEX=$f32 answers "$RUNS" "answers-f32-index-$tag-host-changed" --questions "$RUNS/changed-$tag-index.json"
   answers "$RUNS" "answers-$tag-index-changed" --questions "$RUNS/changed-$tag-index.json"
   python3 eval/answers/compare.py "$RUNS/answers-f32-index-$tag-host-changed" "$RUNS/answers-$tag-index-changed" \
