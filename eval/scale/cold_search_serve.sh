@@ -4,19 +4,20 @@
 # and warm /search p50 / p99 for dense at efSearch 64 and 512 and fusion two-hop, one binary
 # after the other on the same index (eval/scale/serve_probe.py). Results:
 # eval/scale/results/cold_search/serve-<name>-{before,after}.json.
-#   [MODEL=DIR] [QUESTIONS=100] eval/scale/cold_search_serve.sh INDEX BEFORE_BIN AFTER_BIN NAME
+# FLAT=1 times dense and fusion two-hop only (an index without a graph).
+#   [MODEL=DIR] [QUESTIONS=100] [FLAT=1] eval/scale/cold_search_serve.sh INDEX BEFORE_BIN AFTER_BIN NAME
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 index=$1 before=$2 after=$3 name=$4
 model=${MODEL:-data/models/all-MiniLM-L6-v2}
 out=eval/scale/results/cold_search
 mkdir -p "$out"
+modes=(--mode dense='{"mode":"dense","hops":1}' --mode fusion-two-hop='{"mode":"fusion","hops":2}')
+[ -n "${FLAT:-}" ] || modes+=(--mode dense-ef512='{"mode":"dense","hops":1,"ef_search":512}')
 for which in before after; do
   bin=$before; [ "$which" = after ] && bin=$after
   nice python3 eval/scale/serve_probe.py --rag "$bin" --index "$index" --serve-flag=--model="$model" \
-    --questions "${QUESTIONS:-100}" --out "$out/serve-$name-$which.json" \
-    --mode dense='{"mode":"dense","hops":1}' --mode dense-ef512='{"mode":"dense","hops":1,"ef_search":512}' \
-    --mode fusion-two-hop='{"mode":"fusion","hops":2}' >/dev/null
+    --questions "${QUESTIONS:-100}" --out "$out/serve-$name-$which.json" "${modes[@]}" >/dev/null
 done
 python3 - "$out/serve-$name" <<'PY'
 import json, sys

@@ -245,13 +245,14 @@ def main():
                     help='extra /search body to time, NAME=JSON (e.g. hnsw={"mode":"dense","ef_search":64})')
     ap.add_argument("--eval-flag", action="append", default=[], help="extra flag for every `rag eval`")
     ap.add_argument("--seed", type=int, default=53)
+    ap.add_argument("--tag", default="", help="suffix for the index and result names: a re-measurement kept beside the first")
     args = ap.parse_args()
 
     rng = np.random.default_rng(args.seed)
     files = sample_files(args.data)
     base = f"n{args.n}-L{args.layers}-d{args.dim}"
     # Index flags (e.g. --ann=hnsw:32) name their own index and result; rows and texts are shared.
-    suffix = "".join("-" + re.sub(r"[^A-Za-z0-9]+", "", f) for f in args.index_flag)
+    suffix = "".join("-" + re.sub(r"[^A-Za-z0-9]+", "", f) for f in args.index_flag + ([args.tag] if args.tag else []))
     label = base + suffix
     work = os.path.join(args.work, base)
     os.makedirs(work, exist_ok=True)
