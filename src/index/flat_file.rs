@@ -113,6 +113,13 @@ impl FlatFile {
         residence: Residence,
         checks: Checks,
     ) -> Result<(DenseIndex, Option<String>)> {
+        if residence == Residence::Mapped {
+            // Every use of a flat index reads all of it (a scan, a hash, a smaller size), and
+            // faiss's page faults would read it from the disk a few pages a request: a cold
+            // 1M x 384 search took 9.8 s mapped against 5.9 s read whole.
+            let len = HEADER_BYTES + self.count * self.dim as u64 * 4;
+            super::page_cache::warm(&self.file, &self.path, 0, len)?;
+        }
         let index = read_open(&self.file, &self.path, residence)?
             .into_flat()
             .map_err(|_| anyhow!(damaged(&self.path, "faiss read another kind of index")))?;
