@@ -91,28 +91,32 @@ em-precision)
     --show --out "$RUNS/answers-int8-changed/compare.json"
   ;;
 precision-index)
-  # Each index searched in its own precision (a question is encoded as its index was): INDEX as
-  # `rag index` builds it on this CPU, F32_INDEX with --precision f32. Greedy answers to the
-  # same prompt are the same, so only prompts that differ are answered, from both indexes; the
-  # f32 prompts are also checked against contexts-f32-n300 (another CPU's f32 index).
+  # INDEX as `rag index` builds it on this CPU (or with --precision TAG), F32_INDEX with
+  # --precision f32, the same corpus. The TAG index is searched with f32 questions (rag eval's
+  # and ask's default) and with TAG questions; each against the f32 index's prompts. Greedy
+  # answers to the same prompt are the same, so only prompts that differ are answered, from
+  # both sides. The f32 prompts are also checked against contexts-f32-n300 (another CPU's).
   tag=${TAG:?TAG: the precision rag index defaults to here, e.g. bf16}
   f32=${F32_INDEX:?F32_INDEX: an index of the same corpus built with --precision f32}
+  base="$RUNS/contexts-f32-index-$tag-host-n300"
   INDEX=$f32 context "$RUNS" "contexts-f32-index-$tag-host-n300" --limit 300
-  context "$RUNS" "contexts-$tag-index-n300" --limit 300
-  python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-n300" "$RUNS/contexts-f32-index-$tag-host-n300" \
-    --out "$RUNS/contexts-f32-index-$tag-host-n300/changes.json"
-  python3 eval/answers/changed_contexts.py select "$RUNS/contexts-f32-index-$tag-host-n300" \
-    "$RUNS/contexts-$tag-index-n300" "$DISTRACTOR" "$RUNS/changed-$tag-index.json"
-  python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-index-$tag-host-n300" \
-    "$RUNS/contexts-$tag-index-n300" --out "$RUNS/contexts-$tag-index-n300/changes.json"
-  if ! python3 -c 'import json, sys; sys.exit(not json.load(open(sys.argv[1])))' "$RUNS/changed-$tag-index.json"; then
-    echo "no prompt changed: the $tag index answers as the f32 one does"
-    return
-  fi
-  INDEX=$f32 answers "$RUNS" "answers-f32-index-$tag-host-changed" --questions "$RUNS/changed-$tag-index.json"
-  answers "$RUNS" "answers-$tag-index-changed" --questions "$RUNS/changed-$tag-index.json"
-  python3 eval/answers/compare.py "$RUNS/answers-f32-index-$tag-host-changed" "$RUNS/answers-$tag-index-changed" \
-    --show --out "$RUNS/answers-$tag-index-changed/compare.json"
+  python3 eval/answers/precision_changes.py "$RUNS/contexts-f32-n300" "$base" --out "$base/changes.json"
+  against_f32() { # NAME(suffix) FLAGS...: contexts from the TAG index, then answers where they differ
+    local name=$1; shift
+    context "$RUNS" "contexts-$name-n300" --limit 300 "$@"
+    python3 eval/answers/precision_changes.py "$base" "$RUNS/contexts-$name-n300" --out "$RUNS/contexts-$name-n300/changes.json"
+    python3 eval/answers/changed_contexts.py select "$base" "$RUNS/contexts-$name-n300" "$DISTRACTOR" "$RUNS/changed-$name.json"
+    if ! python3 -c 'import json, sys; sys.exit(not json.load(open(sys.argv[1])))' "$RUNS/changed-$name.json"; then
+      echo "no prompt changed: $name answers as the f32 index does"
+      return
+    fi
+    INDEX=$f32 answers "$RUNS" "answers-f32-index-for-$name" --questions "$RUNS/changed-$name.json"
+    answers "$RUNS" "answers-$name-changed" --questions "$RUNS/changed-$name.json" "$@"
+    python3 eval/answers/compare.py "$RUNS/answers-f32-index-for-$name" "$RUNS/answers-$name-changed" \
+      --show --out "$RUNS/answers-$name-changed/compare.json"
+  }
+  against_f32 "$tag-index"
+  against_f32 "$tag-index-$tag-questions" --precision "$tag"
   ;;
 em-tuning)
   # The chosen selection against the default on the fullwiki questions whose prompt it changes.
