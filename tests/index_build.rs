@@ -133,6 +133,70 @@ fn build_then_search_three_ways_and_refuse_what_the_index_cannot_serve() {
     assert!(err.contains("does not match the index"), "{err}");
 }
 
+/// Opening an index does not hash the model's weights when their seal (inode, change time) is
+/// the build's; weights changed since are hashed, served if their bytes are the built ones and
+/// refused if not; an index from before the seal hashes them as before.
+#[test]
+fn the_model_is_hashed_only_when_changed_since_the_build() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, corpus) = common::tiny_model_and_corpus(tmp.path(), 4, 2);
+    // A seal is recorded only for a file that settled before the build (integrity's margin).
+    std::thread::sleep(Duration::from_millis(100));
+    let index_dir = tmp.path().join("index");
+    index::build(&common::tiny_build_options(&model, corpus, &index_dir)).unwrap();
+    assert!(Index::open(&index_dir)
+        .unwrap()
+        .manifest
+        .model
+        .weights_seal
+        .0
+        .is_some());
+    let weights = model.join("model.safetensors");
+    let size = std::fs::metadata(&weights).unwrap().len();
+    let hashed_by_open = || {
+        let before = index::integrity::bytes_hashed();
+        let opened = Retriever::open(&index_dir, None, Precision::F32).map(|_| ());
+        (index::integrity::bytes_hashed() - before, opened)
+    };
+    let (hashed, opened) = hashed_by_open();
+    assert_eq!(hashed, 0);
+    opened.unwrap();
+
+    // Same bytes, new change time (a chmod to the same mode): hashed, and served.
+    let mode = std::fs::metadata(&weights).unwrap().permissions().mode();
+    std::fs::set_permissions(&weights, std::fs::Permissions::from_mode(mode)).unwrap();
+    let (hashed, opened) = hashed_by_open();
+    assert_eq!(hashed, size);
+    opened.unwrap();
+
+    // One byte changed in place, the size kept: refused.
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let at = bytes.len() - 1;
+    bytes[at] ^= 0x01;
+    std::fs::write(&weights, &bytes).unwrap();
+    let err = hashed_by_open().1.unwrap_err().to_string();
+    assert!(err.contains("does not match the index"), "{err}");
+    bytes[at] ^= 0x01;
+    std::fs::write(&weights, &bytes).unwrap();
+
+    // An index from before the seal: hashed at every open.
+    let path = index_dir.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["model"]
+        .as_object_mut()
+        .unwrap()
+        .remove("weights_seal");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..2 {
+        let (hashed, opened) = hashed_by_open();
+        assert_eq!(hashed, size);
+        opened.unwrap();
+    }
+}
+
 #[test]
 fn killed_build_leaves_old_index_intact_and_resumes() {
     let tmp = tempfile::tempdir().unwrap();

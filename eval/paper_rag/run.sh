@@ -160,7 +160,8 @@ finished() { # run name, questions: whether its every question has every cell
 
 # Setting `stored` (issue 53): the default pipeline from indexes that store one cell each (`rag
 # index --layers L --dim K`: encoding stops at layer L, the vectors are K wide), at the cells of
-# STORED (default 3x64 6x384), each its own run MODEL-stored-LxK.
+# STORED (default 3x64 6x384), each its own run MODEL-stored-LxK. The index is encoded in f32
+# (`rag index` would pick bf16 on AMX), so that no number depends on the CPU that built it.
 stored() { # model
   local cell layers dim name index
   train "$1"
@@ -169,7 +170,7 @@ stored() { # model
     if [ -f "$OUT/runs/$name.json" ]; then echo "== $name: finished"; continue; fi
     echo "== indexing $name"
     "$RAG_BIN" index --model "$(model_dir "$1")" --data-dir "$DATA" --index "$index" --layers "$layers" \
-      --dim "$dim" --json >"$OUT/runs/$name.index.json"
+      --dim "$dim" --precision f32 --json >"$OUT/runs/$name.index.json"
     echo "== evaluating $name"
     "$RAG_BIN" eval --index "$index" --data-dir "$DATA" --limit "$LIMIT" --name "$name" --runs-dir "$OUT/runs" \
       --json >"$OUT/runs/$name.json.part"

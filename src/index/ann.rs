@@ -280,7 +280,8 @@ impl HnswFile {
     /// level; the links and the vectors after them are read only where a search goes.
     fn warm_node_tables(&self) -> Result<()> {
         const SLACK: u64 = 1 << 20;
-        page_cache::warm(&self.file, &self.path, 0, 12 * (self.count + 1) + SLACK)
+        page_cache::warm(&self.file, &self.path, 0, 12 * (self.count + 1) + SLACK)?;
+        Ok(())
     }
 
     /// Reads the graph's copy of the vectors (the end of the file) into the page cache, in
@@ -293,7 +294,8 @@ impl HnswFile {
             .with_context(|| format!("reading {}", self.path.display()))?
             .len();
         let vectors = self.count * self.dim as u64 * 4;
-        page_cache::warm(&self.file, &self.path, len.saturating_sub(vectors), vectors)
+        page_cache::warm(&self.file, &self.path, len.saturating_sub(vectors), vectors)?;
+        Ok(())
     }
 
     pub fn file(&self) -> &File {

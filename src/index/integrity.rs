@@ -54,6 +54,14 @@ impl Seal {
             ctime_nsec: meta.ctime_nsec(),
         }
     }
+
+    /// The seal of a file last changed at least [`SEAL_MARGIN`] before `now`; None for one
+    /// changed since, whose change time a later change in the same clock tick could leave equal.
+    pub fn settled(meta: &Metadata, now: SystemTime) -> Option<Self> {
+        let changed =
+            UNIX_EPOCH + Duration::new(meta.ctime().max(0) as u64, meta.ctime_nsec() as u32);
+        (changed < now - SEAL_MARGIN).then(|| Self::of(meta))
+    }
 }
 
 /// How long before the seal a file must have last changed for its seal to be recorded. The
@@ -73,8 +81,8 @@ thread_local! {
     static BYTES_HASHED: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Bytes of index files this thread has hashed to check them (the test of "opening does not
-/// hash" reads it).
+/// Bytes of index files and model weights this thread has hashed to check them (the tests of
+/// "opening does not hash" read it).
 pub fn bytes_hashed() -> u64 {
     BYTES_HASHED.with(Cell::get)
 }
@@ -105,7 +113,7 @@ fn carries_no_data(relative: &Path) -> bool {
 /// (the manifest among them), by path relative to `dir` ('/'-separated).
 pub fn record_files(dir: &Path, skip: &[&str]) -> Result<BTreeMap<String, FileRecord>> {
     std::thread::sleep(SEAL_MARGIN);
-    let changed_before = SystemTime::now() - SEAL_MARGIN;
+    let now = SystemTime::now();
     let mut files = BTreeMap::new();
     let mut pending = vec![PathBuf::new()];
     while let Some(relative) = pending.pop() {
@@ -123,12 +131,10 @@ pub fn record_files(dir: &Path, skip: &[&str]) -> Result<BTreeMap<String, FileRe
             } else {
                 let full = dir.join(&path);
                 let meta = entry.metadata()?;
-                let changed = UNIX_EPOCH
-                    + Duration::new(meta.ctime().max(0) as u64, meta.ctime_nsec() as u32);
                 let record = FileRecord {
                     bytes: meta.len(),
                     sha256: crate::files::sha256_file(&full)?,
-                    seal: (changed < changed_before).then(|| Seal::of(&meta)),
+                    seal: Seal::settled(&meta, now),
                 };
                 files.insert(key(&path), record);
             }
