@@ -15,6 +15,11 @@
 #   eval/answers/selection.sh em-tuning   # fullwiki 240: the chosen selection against the
 #                                         # default, answers only where the prompt differs
 #   eval/answers/selection.sh em-distractor  # the same on the distractor first 300 (reports)
+#   PROMPT=NAME eval/answers/selection.sh em-prompt  # fullwiki 240: the chat instruction of
+#                                         # eval/answers/prompts/NAME.txt against the default's
+#                                         # (every prompt changes, so all 240 are answered)
+#   PROMPT=NAME eval/answers/selection.sh em-prompt-distractor  # the same on the distractor
+#                                         # first 300 (reports; only for a PROMPT fullwiki chose)
 set -euo pipefail
 # One function, called on the last line: bash has read the whole script before it runs any of
 # it, so editing the script while a stage runs (they run for hours) cannot change that run.
@@ -27,7 +32,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning or em-distractor}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt or em-prompt-distractor}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -138,6 +143,20 @@ em-distractor)
     "$RUNS/answers-$CHOSEN-changed" "$RUNS/answers-$CHOSEN-n300"
   python3 eval/answers/compare.py "$RUNS/answers-selection-default-n300" "$RUNS/answers-$CHOSEN-n300" \
     --show --out "$RUNS/answers-$CHOSEN-n300/compare.json"
+  ;;
+em-prompt)
+  # The default's 240 answers are em-sel-default-changed-250's (changed-250.json holds all 240).
+  prompt=(--prompt-style chat --prompt-file "eval/answers/prompts/${PROMPT:?PROMPT=NAME of eval/answers/prompts/NAME.txt}.txt")
+  answers "$TUNING" em-sel-default-changed-250 --questions "$TUNING/changed-250.json"
+  answers "$TUNING" "em-prompt-$PROMPT" --questions "$TUNING/changed-250.json" "${prompt[@]}"
+  python3 eval/answers/compare.py "$TUNING/em-sel-default-changed-250" "$TUNING/em-prompt-$PROMPT" \
+    --show --out "$TUNING/em-prompt-$PROMPT/compare.json"
+  ;;
+em-prompt-distractor)
+  prompt=(--prompt-style chat --prompt-file "eval/answers/prompts/${PROMPT:?PROMPT=NAME of eval/answers/prompts/NAME.txt}.txt")
+  answers "$RUNS" "answers-prompt-$PROMPT-n300" --limit 300 "${prompt[@]}"
+  python3 eval/answers/compare.py "$RUNS/answers-selection-default-n300" "$RUNS/answers-prompt-$PROMPT-n300" \
+    --show --out "$RUNS/answers-prompt-$PROMPT-n300/compare.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -122,7 +122,7 @@ fn answering(args: &EvalArgs, generator: &Generator, spec: &PromptSpec) -> Answe
     let llm = &args.generator.settings;
     Answering {
         generator: generator.name.clone(),
-        prompt_style: spec.style.to_string(),
+        prompt_style: spec.label(),
         max_tokens: llm.max_tokens,
         yes_no_bias: llm.yes_no_bias,
         option_bias: llm.option_bias.0,

@@ -233,7 +233,8 @@ pub struct GeneratorSettingsArgs {
     /// `paper`: the ESE paper's prompt as one user turn (default: chat, paper with --prompt-file).
     #[arg(long, value_enum)]
     pub prompt_style: Option<PromptStyle>,
-    /// A prompt with {context} and {question} replacing the paper's.
+    /// A prompt with {context} and {question} replacing the paper's; with `--prompt-style
+    /// chat`, the system instruction the documents follow.
     #[arg(long)]
     pub prompt_file: Option<PathBuf>,
     /// Context window in tokens (default: 4096, at most what the model was trained on).

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 use crate::corpus::Paragraph;
 
@@ -76,8 +77,9 @@ pub struct Prompt {
     pub messages: Vec<Message>,
 }
 
-/// How the prompt is laid out: a style, and for `paper` the text with `{context}` and
-/// `{question}` (the paper's, or `--prompt-file`'s).
+/// How the prompt is laid out: a style and its text: for `paper` the text with `{context}` and
+/// `{question}`, for `chat` the system instruction the documents follow (the defaults, or
+/// `--prompt-file`'s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptSpec {
     pub style: PromptStyle,
@@ -85,29 +87,52 @@ pub struct PromptSpec {
 }
 
 impl PromptSpec {
-    /// `--prompt-style` and `--prompt-file` together: a file replaces the paper's text, so it
-    /// implies the paper layout.
+    /// `--prompt-style` and `--prompt-file` together: a file replaces the paper's text (the
+    /// layout a file implies), or with `chat` the instruction.
     pub fn from_flags(style: Option<PromptStyle>, file: Option<&Path>) -> Result<Self> {
+        let style = style.unwrap_or(if file.is_some() {
+            PromptStyle::Paper
+        } else {
+            PromptStyle::Chat
+        });
         let Some(file) = file else {
             return Ok(Self {
-                style: style.unwrap_or_default(),
-                template: PAPER_TEMPLATE.to_string(),
+                style,
+                template: Self::default_text(style).to_string(),
             });
         };
-        if style == Some(PromptStyle::Chat) {
-            bail!("--prompt-file replaces the paper's prompt; use it with --prompt-style paper");
-        }
         let template = std::fs::read_to_string(file)
             .with_context(|| format!("reading prompt file {}", file.display()))?;
         for placeholder in ["{context}", "{question}"] {
-            if !template.contains(placeholder) {
-                bail!("prompt file {} has no {placeholder}", file.display());
+            match style {
+                PromptStyle::Paper if !template.contains(placeholder) => {
+                    bail!("prompt file {} has no {placeholder}", file.display())
+                }
+                PromptStyle::Chat if template.contains(placeholder) => bail!(
+                    "prompt file {} has {placeholder}, but a chat instruction takes none (the documents follow it, the question is the user's turn); use --prompt-style paper for a template",
+                    file.display()
+                ),
+                _ => {}
             }
         }
-        Ok(Self {
-            style: PromptStyle::Paper,
-            template,
-        })
+        Ok(Self { style, template })
+    }
+
+    fn default_text(style: PromptStyle) -> &'static str {
+        match style {
+            PromptStyle::Paper => PAPER_TEMPLATE,
+            PromptStyle::Chat => CHAT_INSTRUCTION,
+        }
+    }
+
+    /// The style, and for a text other than its default the first 12 hex digits of its sha256
+    /// (`chat+1f2e...`): what a run records, so that runs with other texts are not mixed.
+    pub fn label(&self) -> String {
+        if self.template == Self::default_text(self.style) {
+            return self.style.to_string();
+        }
+        let digest = sha2::Sha256::digest(self.template.as_bytes());
+        format!("{}+{}", self.style, &hex::encode(digest)[..12])
     }
 
     /// The passages as the prompt lays them out.
@@ -158,7 +183,7 @@ impl PromptSpec {
                 messages: vec![
                     Message {
                         role: Role::System,
-                        content: format!("{CHAT_INSTRUCTION}{context}"),
+                        content: format!("{}{context}", self.template),
                     },
                     Message {
                         role: Role::User,
@@ -309,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn prompt_files_need_both_placeholders_and_imply_paper_style() {
+    fn paper_prompt_files_need_both_placeholders_and_chat_ones_none() {
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("good.txt");
         std::fs::write(&good, "C={context} Q={question} {other}").unwrap();
@@ -325,5 +350,38 @@ mod tests {
         std::fs::write(&bad, "only {question}").unwrap();
         assert!(PromptSpec::from_flags(None, Some(&bad)).is_err());
         assert!(PromptSpec::from_flags(None, Some(&dir.path().join("missing"))).is_err());
+        assert_eq!(PromptSpec::from_flags(None, None).unwrap().label(), "chat");
+        let paper = PromptSpec::from_flags(Some(PromptStyle::Paper), None).unwrap();
+        assert_eq!(paper.label(), "paper");
+        assert!(
+            spec.label().starts_with("paper+") && spec.label().len() == 18,
+            "{}",
+            spec.label()
+        );
+    }
+
+    #[test]
+    fn a_chat_prompt_file_replaces_the_instruction() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("instruction.txt");
+        std::fs::write(&file, "Answer briefly.\n").unwrap();
+        let spec = PromptSpec::from_flags(Some(PromptStyle::Chat), Some(&file)).unwrap();
+        let prompt = spec.render("Who won?", &paragraphs(1));
+        assert_eq!(
+            prompt.messages[0].content,
+            "Answer briefly.\nDoc 1(Title: T1) text 1 has {question} in it.\n"
+        );
+        assert_eq!(prompt.messages[1].content, "Question: Who won?");
+        assert!(spec.label().starts_with("chat+"), "{}", spec.label());
+        // The default instruction from a file is the default.
+        std::fs::write(&file, CHAT_INSTRUCTION).unwrap();
+        let spec = PromptSpec::from_flags(Some(PromptStyle::Chat), Some(&file)).unwrap();
+        assert_eq!(
+            (spec.label(), spec),
+            (
+                "chat".to_string(),
+                PromptSpec::from_flags(None, None).unwrap()
+            )
+        );
     }
 }
