@@ -541,6 +541,100 @@ fn the_option_bias_decides_between_the_options_on_the_real_model() {
     }
 }
 
+/// Zorbland with a second person and a dated founding, for the option and date steps.
+fn zorbland_dated() -> Vec<Paragraph> {
+    let mut passages = zorbland().to_vec();
+    passages.push(Paragraph {
+        title: "Bo Renn".into(),
+        text: "Bo Renn was born in Quimby on 2 May 1948 and became a painter.".into(),
+        links: Vec::new(),
+        source: None,
+    });
+    passages[0].text =
+        "The capital of Zorbland is Quimby, a port city founded on 4 March 1802.".into();
+    passages
+}
+
+/// On every generator present: with `option_facts`, an answer naming one of the question's
+/// two options is decided after the model has written facts (recorded with the choice), by
+/// the options' margin read after them, which the bias moves as it does without the facts;
+/// the cache is left holding the prompt (the next question reuses it).
+#[test]
+fn option_answers_are_decided_after_the_facts_on_the_real_model() {
+    let llms = common::all_llms("option_answers_are_decided_after_the_facts_on_the_real_model");
+    let passages = zorbland_dated();
+    let with = |option_bias: Option<f32>| GeneratorOptions {
+        option_bias,
+        option_facts: true,
+        ..Default::default()
+    };
+    let question = "Who was born first, Ada Lorne or Bo Renn?";
+    for llm in llms {
+        let name = llm.display();
+        let (text, g) = generated(&llm, &with(None), &passages, question);
+        let choice = g
+            .option_choice
+            .clone()
+            .unwrap_or_else(|| panic!("{name}: no choice for {text:?}: {g:?}"));
+        assert_eq!(
+            choice.options,
+            ["Ada Lorne".to_string(), "Bo Renn".to_string()]
+        );
+        assert!(
+            choice.facts.as_deref().is_some_and(|f| f.len() > 2) && choice.margin.is_finite(),
+            "{name}: {choice:?}"
+        );
+        assert_eq!(
+            choice.chosen,
+            usize::from(choice.margin <= 0.0),
+            "{name}: {choice:?}"
+        );
+        assert_eq!(text, choice.options[choice.chosen], "{name}");
+        for (bias, side) in [(choice.margin - 0.25, 0), (choice.margin + 0.25, 1)] {
+            let (text, g) = generated(&llm, &with(Some(bias)), &passages, question);
+            let decided = g.option_choice.expect("decided at every bias");
+            assert_eq!(
+                decided.margin, choice.margin,
+                "{name}: the facts are greedy"
+            );
+            assert_eq!(
+                (decided.chosen, text.as_str()),
+                (side, choice.options[side].as_str())
+            );
+        }
+    }
+}
+
+/// On every generator present: a bare year answering a "when" question becomes the full date
+/// the documents give (`full_dates`, on by default), and stays the year with it off.
+#[test]
+fn a_year_asked_when_becomes_the_documents_full_date_on_the_real_model() {
+    let llms =
+        common::all_llms("a_year_asked_when_becomes_the_documents_full_date_on_the_real_model");
+    let passages = zorbland_dated();
+    let question = "When was Quimby founded? Give only the year.";
+    let with = |full_dates: bool| GeneratorOptions {
+        full_dates,
+        ..Default::default()
+    };
+    for llm in llms {
+        let name = llm.display();
+        let (plain, g) = generated(&llm, &with(false), &passages, question);
+        assert_eq!(plain, g.text, "{name}: nothing completed with the step off");
+        assert_eq!(
+            plain.trim(),
+            "1802",
+            "{name}: the test needs a bare year to complete"
+        );
+        let (full, g) = generated(&llm, &with(true), &passages, question);
+        assert_eq!(
+            (g.text.trim(), full.as_str()),
+            ("1802", "4 March 1802"),
+            "{name}"
+        );
+    }
+}
+
 /// On every generator present: with `extractive` every answer is a span of the prompt (case
 /// aside) or a yes or a no, while the same questions answered freely leave the prompt at least
 /// once (so the constraint did something); an answer that already was a span is unchanged.
@@ -618,6 +712,8 @@ fn prefix_reuse_gives_the_same_answers() {
                 &GeneratorOptions {
                     reuse_prefix,
                     option_bias: Some(0.0),
+                    // The facts' step too must leave the prompt in the cache.
+                    option_facts: true,
                     ..Default::default()
                 },
             )

@@ -20,6 +20,8 @@
 #                                         # (every prompt changes, so all 240 are answered)
 #   PROMPT=NAME eval/answers/selection.sh em-prompt-distractor  # the same on the distractor
 #                                         # first 300 (reports; only for a PROMPT fullwiki chose)
+#   eval/answers/selection.sh em-full-dates  # every default on the distractor first 300,
+#                                         # answered afresh, against em-default's (reports)
 set -euo pipefail
 # One function, called on the last line: bash has read the whole script before it runs any of
 # it, so editing the script while a stage runs (they run for hours) cannot change that run.
@@ -32,7 +34,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt or em-prompt-distractor}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor or em-full-dates}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -157,6 +159,14 @@ em-prompt-distractor)
   answers "$RUNS" "answers-prompt-$PROMPT-n300" --limit 300 "${prompt[@]}"
   python3 eval/answers/compare.py "$RUNS/answers-selection-default-n300" "$RUNS/answers-prompt-$PROMPT-n300" \
     --show --out "$RUNS/answers-prompt-$PROMPT-n300/compare.json"
+  ;;
+em-full-dates)
+  # Reports: every default over the first 300, all answered afresh, now that a bare year asked
+  # "when" becomes the full date (chosen on fullwiki: tune.sh full-dates), against the
+  # default before it.
+  answers "$RUNS" answers-full-dates-n300 --limit 300
+  python3 eval/answers/compare.py "$RUNS/answers-selection-default-n300" "$RUNS/answers-full-dates-n300" \
+    --show --out "$RUNS/answers-full-dates-n300/compare.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -8,11 +8,14 @@
 #     measured, nothing generated); weights: the sentence scores' weights at a budget of 200;
 #     links: the second hop's title links (--link-weight) on the default retrieval; topk: the
 #     paragraphs the context is chosen from; yes-no: --yes-no-bias from the fullwiki yes/no
-#     questions; options: --option-bias from the fullwiki "..., A or B?" questions; extractive:
+#     questions; options: --option-bias from the fullwiki "..., A or B?" questions;
+#     option-facts: --option-facts on the same questions against every default; full-dates:
+#     --full-dates on the tuning questions that ask for a date; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, extractive, sentence-links and em are not in `all`)
+#     (yes-no, options, option-facts, full-dates, extractive, sentence-links and em are not in
+#     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
@@ -34,6 +37,43 @@ before_links=(--sentence-weights 1,1,0.3,0.15,0)
 before_bias=(--yes-no-bias 0)
 # Stages context and weights ran before title links (stage links).
 before_title_links=(--link-weight 0)
+# Every fullwiki question ending "... or ...?" and not answered yes or no -> $OPTIONS, and the
+# same with their options swapped (stages options and option-facts).
+OPTIONS=$OUT/option_questions.json
+option_questions() {
+  python3 - "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$OPTIONS" "$OUT/option_questions_swapped.json" <<'PY'
+import json, sys
+records = json.load(open(sys.argv[1]))
+kept = [r for r in records if " or " in r["question"] and r["question"].strip().endswith("?")
+        and r["answer"].strip().lower() not in ("yes", "no")]
+json.dump(kept, open(sys.argv[2], "w"))
+print(f"{len(kept)} of {len(records)} fullwiki questions ask '... or ...?' -> {sys.argv[2]}")
+# The options as src/generate/options.rs reads them: after the last comma, up to " or ", and
+# from there to the question mark (no comma in it).
+swapped = []
+for r in kept:
+    body = r["question"].strip()[:-1].rstrip()
+    split = body.rfind(" or ")
+    head, second = body[:split], body[split + 4:]
+    comma = head.rfind(",")
+    if comma >= 0 and "," not in second:
+        first = head[comma + 1:]
+        swapped.append(dict(r, question=f"{head[:comma + 1]} {second.strip()} or {first.strip()}?"))
+json.dump(swapped, open(sys.argv[3], "w"))
+print(f"{len(swapped)} with their options swapped -> {sys.argv[3]}")
+PY
+}
+# The questions of FILE answered with boolean FLAG false, then true (runs NAME-false and
+# NAME-true), every other setting the default; compare.py counts the answers that change.
+off_and_on() { # FILE NAME FLAG
+  local file=$1 name=$2 flag=$3
+  for value in false true; do
+    echo "== $name-$value"
+    "$RAG" eval --questions "$file" --runs-dir "$OUT" --name "$name-$value" "$flag" $value | grep -E '^\| 6 '
+  done
+  python3 eval/answers/compare.py "$OUT/$name-false" "$OUT/$name-true" \
+    --show --out "$OUT/$name-true/compare.json"
+}
 if [ "$stage" = 1 ] || [ "$stage" = all ]; then
   # The second hop as first written: beam 3, hop weight 0.8 (stage 2 then lowered both).
   first=(--hop-beam 3 --hop-weight 0.8)
@@ -127,28 +167,7 @@ if [ "$stage" = options ]; then
   # ("..., B or A?"), whose margins averaged with the first order's cancel a preference for
   # the option named first. Neither beat greedy answers by more than two questions of 67, so
   # the choice stays off by default (eval/answers/README.md).
-  OPTIONS=$OUT/option_questions.json
-  python3 - "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$OPTIONS" "$OUT/option_questions_swapped.json" <<'PY'
-import json, sys
-records = json.load(open(sys.argv[1]))
-kept = [r for r in records if " or " in r["question"] and r["question"].strip().endswith("?")
-        and r["answer"].strip().lower() not in ("yes", "no")]
-json.dump(kept, open(sys.argv[2], "w"))
-print(f"{len(kept)} of {len(records)} fullwiki questions ask '... or ...?' -> {sys.argv[2]}")
-# The options as src/generate/options.rs reads them: after the last comma, up to " or ", and
-# from there to the question mark (no comma in it).
-swapped = []
-for r in kept:
-    body = r["question"].strip()[:-1].rstrip()
-    split = body.rfind(" or ")
-    head, second = body[:split], body[split + 4:]
-    comma = head.rfind(",")
-    if comma >= 0 and "," not in second:
-        first = head[comma + 1:]
-        swapped.append(dict(r, question=f"{head[:comma + 1]} {second.strip()} or {first.strip()}?"))
-json.dump(swapped, open(sys.argv[3], "w"))
-print(f"{len(swapped)} with their options swapped -> {sys.argv[3]}")
-PY
+  option_questions
   echo "== options-0"
   "$RAG" eval --questions "$OPTIONS" --runs-dir "$OUT" --name options-0 --option-bias 0 "${before_links[@]}" | grep -E '^\| 6 '
   python3 eval/answers/bias.py options "$OUT/options-0" --out "$OUT/options-0/bias.json"
@@ -157,6 +176,28 @@ PY
     --option-bias 0 "${before_links[@]}" | grep -E '^\| 6 '
   python3 eval/answers/bias.py options "$OUT/options-0" --swapped "$OUT/options-0-swapped" \
     --out "$OUT/options-0-swapped/bias-both-orders.json"
+fi
+if [ "$stage" = option-facts ]; then
+  # The same option questions with every default, then with --option-facts true: an answer
+  # naming one option is decided by the options' log-probabilities after the model has
+  # written the documents' facts about them. compare.py counts the answers that change.
+  option_questions
+  off_and_on "$OPTIONS" options-facts --option-facts
+fi
+if [ "$stage" = full-dates ]; then
+  # The tuning questions that open with "when" or ask for a date (the only ones --full-dates
+  # can change), with every default and with --full-dates false; compare.py counts the changes.
+  DATES=$OUT/date_questions.json
+  python3 - "$QUESTIONS" "$DATES" <<'PY'
+import json, re, sys
+records = json.load(open(sys.argv[1]))
+# As src/generate/full_date.rs reads a question.
+asks = re.compile(r"^\W*when\b|\bdate\b", re.I)
+kept = [r for r in records if asks.search(r["question"])]
+json.dump(kept, open(sys.argv[2], "w"))
+print(f"{len(kept)} of {len(records)} tuning questions ask for a date -> {sys.argv[2]}")
+PY
+  off_and_on "$DATES" dates-full --full-dates
 fi
 if [ "$stage" = extractive ]; then
   # Answers kept a span of the prompt (--extractive true) with every other default, answer by

@@ -11,7 +11,7 @@ use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
-use crate::generate::{Generation, Generator, PromptSpec};
+use crate::generate::{full_date, Generation, Generator, PromptSpec};
 use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
 use context::{ScoredParagraph, SentenceWeights};
@@ -229,10 +229,20 @@ impl<'a> Pipeline<'a> {
             },
         };
         let used = chosen.passages.len() - dropped;
+        let passages = &chosen.passages[..used];
         let answer = self
             .spec
-            .labelled_subject(&generation.text, &chosen.passages[..used])
+            .labelled_subject(&generation.text, passages)
             .unwrap_or_else(|| generation.text.clone());
+        let answer = self
+            .generator
+            .completes_dates()
+            .then(|| {
+                let documents = passages.iter().map(|p| p.text.as_str());
+                full_date::complete(&response.query, &answer, documents)
+            })
+            .flatten()
+            .unwrap_or(answer);
         let titles_used: Vec<&str> = chosen.passages[..used]
             .iter()
             .map(|p| p.title.as_str())

@@ -126,6 +126,8 @@ fn answering(args: &EvalArgs, generator: &Generator, spec: &PromptSpec) -> Answe
         max_tokens: llm.max_tokens,
         yes_no_bias: llm.yes_no_bias,
         option_bias: llm.option_bias.0,
+        option_facts: llm.option_facts,
+        full_dates: llm.full_dates,
         extractive: llm.extractive,
         yes_no_facts: llm.yes_no_facts,
     }

@@ -260,6 +260,17 @@ pub struct GeneratorSettingsArgs {
     /// the fullwiki questions: eval/answers/README.md).
     #[arg(long, default_value_t = OptionBias(None), allow_negative_numbers = true)]
     pub option_bias: OptionBias,
+    /// `true`: an answer naming one of the two options a question ends with is decided after
+    /// the model has written the documents' facts about them (up to 64 more generated tokens
+    /// for such answers), by the options' log-probabilities then (`--option-bias`, or 0 when
+    /// off, favouring the first); `false`: as `--option-bias` says.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub option_facts: bool,
+    /// `true` (default): a bare year answering a question that opens with "when" or asks for a
+    /// date becomes the full date the documents give for that year, where they give exactly
+    /// one; `false`: the answer as generated.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub full_dates: bool,
     /// `true`: every answer token is the most likely one that keeps the answer a span of the
     /// prompt's text (case aside) or a yes or a no; `false` (default: measured no better on the
     /// fullwiki questions, eval/answers/README.md): plain greedy decoding.
@@ -320,6 +331,8 @@ impl GeneratorSettingsArgs {
                 reuse_prefix: !self.no_prefix_cache,
                 yes_no_bias: self.yes_no_bias,
                 option_bias: self.option_bias.0,
+                option_facts: self.option_facts,
+                full_dates: self.full_dates,
                 extractive: self.extractive,
                 yes_no_facts: self.yes_no_facts,
                 yes_no_prior: self.yes_no_prior,

@@ -59,7 +59,9 @@ impl Generator {
         spans: Option<&Spans>,
         mut on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
-        let choice = options.zip(self.options.option_bias);
+        // The question's options where the answer may be decided between them.
+        let choice =
+            options.filter(|_| self.options.option_bias.is_some() || self.options.option_facts);
         cached.ctx.reset_timings();
         let started = Instant::now();
         let (mut batch, reused) = cached.evaluate(tokens, self.options.reuse_prefix)?;
@@ -88,7 +90,7 @@ impl Generator {
                 );
             }
             if generated == 0 && self.options.yes_no_facts && self.yes_no.says_yes_or_no(token) {
-                let (text, after) = facts::write(model, cached)?;
+                let (text, after) = facts::write(model, cached, facts::CLOSING)?;
                 batch = after;
                 let logits = cached.ctx.get_logits_ith(batch.n_tokens() - 1);
                 if let Some(decided) = self.yes_no.decide(logits, bias) {
@@ -142,9 +144,15 @@ impl Generator {
         };
         let mut text = answer.finish();
         let mut option_choice = None;
-        if let Some((options, bias)) = choice {
+        if let Some(options) = choice {
             if let Some(greedy) = options::named(&text, options) {
-                if let Some(margin) = options::margin(model, cached, tokens, options)? {
+                let decided = if self.options.option_facts {
+                    options::margin_after_facts(model, cached, tokens, options)?
+                } else {
+                    options::margin(model, cached, tokens, options)?.map(|m| (m, String::new()))
+                };
+                if let Some((margin, facts)) = decided {
+                    let bias = self.options.option_bias.unwrap_or(0.0);
                     let chosen = options::choose(margin, bias);
                     let greedy_answer = std::mem::replace(&mut text, options[chosen].clone());
                     option_choice = Some(OptionChoice {
@@ -153,6 +161,7 @@ impl Generator {
                         greedy_answer,
                         greedy,
                         chosen,
+                        facts: (!facts.is_empty()).then_some(facts),
                     });
                 }
             }

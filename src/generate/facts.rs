@@ -15,7 +15,8 @@ use super::cache::Cached;
 
 /// What the answer turn is continued with before the facts.
 pub const OPENING: &str = "Facts from the documents:\n-";
-/// What follows the facts; the next token's yes/no margin decides the answer.
+/// What follows the facts before a yes or a no; the next token's yes/no margin decides the
+/// answer.
 pub const CLOSING: &str = "\nSo the answer (yes or no) is:";
 /// At most this many tokens of facts (two subjects' sentences fit in about 40).
 pub const MAX_TOKENS: usize = 64;
@@ -32,12 +33,13 @@ fn feed(model: &LlamaModel, cached: &mut Cached, text: &str) -> Result<LlamaBatc
     cached.append(&tokens, "writing the facts")
 }
 
-/// Writes the facts after the evaluated prompt (the first answer token not yet taken): the
-/// facts' text and a batch whose last row holds the logits of the
-/// answer's first token.
+/// Writes the facts after the evaluated prompt (the first answer token not yet taken), then
+/// `closing` ([`CLOSING`] before a yes or a no): the facts' text and a batch whose last row
+/// holds the logits of the answer's first token.
 pub(super) fn write(
     model: &LlamaModel,
     cached: &mut Cached,
+    closing: &str,
 ) -> Result<(String, LlamaBatch<'static>)> {
     let vocab = model.vocab();
     let mut batch = feed(model, cached, OPENING)?;
@@ -59,6 +61,6 @@ pub(super) fn write(
         }
     }
     let facts = String::from_utf8_lossy(&text).trim().to_string();
-    let batch = feed(model, cached, CLOSING)?;
+    let batch = feed(model, cached, closing)?;
     Ok((format!("-{facts}"), batch))
 }

@@ -19,6 +19,7 @@ mod cache;
 mod decode;
 pub mod extractive;
 pub mod facts;
+pub mod full_date;
 pub mod gguf;
 pub mod options;
 pub mod prompt;
@@ -75,6 +76,15 @@ pub struct GeneratorOptions {
     /// (the default: on the fullwiki questions no bias beat greedy answers by more than one
     /// question of 67) keeps the greedy answer. See [`options`].
     pub option_bias: Option<f32>,
+    /// Decide an answer naming one of a question's two options after the model has written the
+    /// documents' facts about them ([`options::margin_after_facts`]), by the options'
+    /// log-probabilities then (the first only if it wins by more than `option_bias`, 0 when
+    /// that is off).
+    pub option_facts: bool,
+    /// A bare year answering a question that asks for a date becomes the one full date of
+    /// that year in the prompt's documents ([`full_date`]); applied by the caller, who has the
+    /// question and the documents apart.
+    pub full_dates: bool,
     /// Keep every answer a span of the prompt's text or a yes or a no; see [`extractive`]. Off
     /// by default: on 358 fullwiki questions it made 2 answers right and 1 wrong, F1 lower.
     pub extractive: bool,
@@ -95,6 +105,8 @@ impl Default for GeneratorOptions {
             yes_no_bias: DEFAULT_YES_NO_BIAS,
             yes_no_facts: true,
             option_bias: None,
+            option_facts: false,
+            full_dates: true,
             extractive: false,
             yes_no_prior: false,
         }
@@ -264,7 +276,7 @@ impl Generator {
         if tokens.is_empty() {
             bail!("the prompt is empty");
         }
-        let facts_room = if self.options.yes_no_facts {
+        let facts_room = if self.options.yes_no_facts || self.options.option_facts {
             facts::room()
         } else {
             0
@@ -309,6 +321,11 @@ impl Generator {
             ctx,
             tokens: Vec::new(),
         })
+    }
+
+    /// Whether a bare year asked for as a date is completed ([`GeneratorOptions::full_dates`]).
+    pub fn completes_dates(&self) -> bool {
+        self.options.full_dates
     }
 
     /// Whether answers record [`Generation::yes_no_prior`].

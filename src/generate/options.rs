@@ -13,6 +13,7 @@ use llama_cpp_2::token::LlamaToken;
 use serde::{Deserialize, Serialize};
 
 use super::cache::Cached;
+use super::facts;
 
 /// An answer decided between a question's two options (this module).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +25,9 @@ pub struct OptionChoice {
     pub greedy_answer: String,
     pub greedy: usize,
     pub chosen: usize,
+    /// What the model wrote about the options before the margin was read (`--option-facts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<String>,
 }
 
 /// The two options of a question ending "..., A or B?", leading articles and enclosing quotes
@@ -114,10 +118,45 @@ pub(super) fn margin(
     prompt: &[LlamaToken],
     options: &[String; 2],
 ) -> Result<Option<f32>> {
+    margin_after(model, cached, prompt, options, "")
+}
+
+/// The facts' step for a question's options: after the evaluated prompt, the model writes
+/// what the documents say ([`facts::write`]), closing with "So the answer (A or B) is:", and
+/// the options' margin is read after that (each option after a space), as yes/no answers are
+/// decided after theirs. On the fullwiki option questions it fixed as many answers as it broke
+/// (`eval/answers/README.md`), so it is off by default. The cache is left holding the prompt.
+/// None as for [`margin`].
+pub(super) fn margin_after_facts(
+    model: &LlamaModel,
+    cached: &mut Cached,
+    prompt: &[LlamaToken],
+    options: &[String; 2],
+) -> Result<Option<(f32, String)>> {
+    if !cached.keep(prompt.len()) {
+        return Ok(None);
+    }
+    let closing = format!("\nSo the answer ({} or {}) is:", options[0], options[1]);
+    let (facts, _) = facts::write(model, cached, &closing)?;
+    let written = cached.tokens.clone();
+    let margin = margin_after(model, cached, &written, options, " ")?;
+    cached.keep(prompt.len());
+    Ok(margin.map(|m| (m, facts)))
+}
+
+/// [`margin`] with each option after `lead`.
+fn margin_after(
+    model: &LlamaModel,
+    cached: &mut Cached,
+    prompt: &[LlamaToken],
+    options: &[String; 2],
+    lead: &str,
+) -> Result<Option<f32>> {
     let last = prompt.len() - 1;
     let mut log_prob = [0.0f32; 2];
     for (side, option) in options.iter().enumerate() {
-        let answer = model.vocab().tokenize(option.as_bytes(), false, false);
+        let text = format!("{lead}{option}");
+        let answer = model.vocab().tokenize(text.as_bytes(), false, false);
         if answer.is_empty() || !cached.keep(last) {
             return Ok(None);
         }

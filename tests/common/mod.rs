@@ -302,6 +302,8 @@ pub fn retrieval_config(
         max_tokens: None,
         yes_no_bias: None,
         option_bias: None,
+        option_facts: false,
+        full_dates: false,
         extractive: false,
         yes_no_facts: false,
         index: Some(index.to_path_buf()),

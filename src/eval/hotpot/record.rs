@@ -89,6 +89,12 @@ pub struct RunConfig {
     /// `--option-bias`, unless off (plain greedy, and every run made before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub option_bias: Option<f32>,
+    /// `--option-facts`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub option_facts: bool,
+    /// `--full-dates`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub full_dates: bool,
     /// `--extractive`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,

@@ -360,6 +360,8 @@ mod tests {
             max_tokens: Some(32),
             yes_no_bias: None,
             option_bias: None,
+            option_facts: false,
+            full_dates: false,
             extractive: false,
             yes_no_facts: false,
             index: None,

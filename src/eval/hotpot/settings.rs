@@ -92,6 +92,8 @@ pub struct Answering {
     pub max_tokens: usize,
     pub yes_no_bias: f32,
     pub option_bias: Option<f32>,
+    pub option_facts: bool,
+    pub full_dates: bool,
     pub extractive: bool,
     pub yes_no_facts: bool,
 }
@@ -145,6 +147,8 @@ impl RunConfig {
             max_tokens: answering.map(|a| a.max_tokens),
             yes_no_bias: answering.map(|a| a.yes_no_bias).filter(|&bias| bias != 0.0),
             option_bias: answering.and_then(|a| a.option_bias),
+            option_facts: answering.is_some_and(|a| a.option_facts),
+            full_dates: answering.is_some_and(|a| a.full_dates),
             extractive: answering.is_some_and(|a| a.extractive),
             yes_no_facts: answering.is_some_and(|a| a.yes_no_facts),
             index: retriever.map(|r| r.index.dir.clone()),
