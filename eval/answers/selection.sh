@@ -167,6 +167,12 @@ em-full-dates)
   answers "$RUNS" answers-full-dates-n300 --limit 300
   python3 eval/answers/compare.py "$RUNS/answers-selection-default-n300" "$RUNS/answers-full-dates-n300" \
     --show --out "$RUNS/answers-full-dates-n300/compare.json"
+  # The full dates' own share of that, apart from the generator's machine: the date questions
+  # of the 300 (the only ones it can change) answered here with --full-dates false.
+  python3 eval/answers/date_questions.py "$DISTRACTOR" "$RUNS/date-questions-n300.json" --limit 300
+  answers "$RUNS" answers-full-dates-off-n300 --questions "$RUNS/date-questions-n300.json" --full-dates false
+  python3 eval/answers/compare.py "$RUNS/answers-full-dates-off-n300" "$RUNS/answers-full-dates-n300" \
+    --show --out "$RUNS/answers-full-dates-n300/compare-dates.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

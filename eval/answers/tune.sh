@@ -188,15 +188,7 @@ if [ "$stage" = full-dates ]; then
   # The tuning questions that open with "when" or ask for a date (the only ones --full-dates
   # can change), with every default and with --full-dates false; compare.py counts the changes.
   DATES=$OUT/date_questions.json
-  python3 - "$QUESTIONS" "$DATES" <<'PY'
-import json, re, sys
-records = json.load(open(sys.argv[1]))
-# As src/generate/full_date.rs reads a question.
-asks = re.compile(r"^\W*when\b|\bdate\b", re.I)
-kept = [r for r in records if asks.search(r["question"])]
-json.dump(kept, open(sys.argv[2], "w"))
-print(f"{len(kept)} of {len(records)} tuning questions ask for a date -> {sys.argv[2]}")
-PY
+  python3 eval/answers/date_questions.py "$QUESTIONS" "$DATES"
   off_and_on "$DATES" dates-full --full-dates
 fi
 if [ "$stage" = extractive ]; then

@@ -49,10 +49,12 @@ pub fn run(args: AskArgs) -> Result<()> {
     let model_load_ms = ms_since(loading);
     let pipeline = Pipeline::new(&retriever, &generator, &spec);
     let stream = args.stream && !args.json;
+    let mut streamed = String::new();
     let answer = pipeline.ask(&args.question, &settings, |piece| {
         if stream {
             print!("{}", rag::terminal::escape(piece));
             let _ = std::io::stdout().flush();
+            streamed.push_str(piece);
         }
         true
     })?;
@@ -77,6 +79,11 @@ pub fn run(args: AskArgs) -> Result<()> {
     }
     if stream {
         println!();
+        // The answer may be read back after generation (a document's label as its title, a
+        // year as the documents' full date): then the final one follows what was streamed.
+        if answer.answer != streamed.trim() {
+            println!("= {}", rag::terminal::escape(&answer.answer));
+        }
     } else {
         println!("{}", rag::terminal::escape(&answer.answer));
     }
