@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// "28 January 1864" or "January 28, 1864", the year captured as `year`.
+/// "28 January 1864" or "January 28, 1864", the year captured as `a` or `b` (one per form).
 static FULL_DATE: LazyLock<Regex> = LazyLock::new(|| {
     const MONTH: &str =
         "(?:January|February|March|April|May|June|July|August|September|October|November|December)";
