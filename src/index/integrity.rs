@@ -70,6 +70,20 @@ impl Seal {
 /// long before sealing, so that every file it wrote is sealed.
 const SEAL_MARGIN: Duration = Duration::from_millis(25);
 
+/// `path`'s metadata once its last change is at least [`SEAL_MARGIN`] old (waiting that long
+/// once where it is newer: weights written just before a build), and when it was read. A hash
+/// started after that may be sealed against this time ([`Seal::settled`]).
+pub fn settled_metadata(path: &Path) -> Result<(Metadata, SystemTime)> {
+    let stat = || std::fs::metadata(path).with_context(|| format!("reading {}", path.display()));
+    let meta = stat()?;
+    let now = SystemTime::now();
+    if Seal::settled(&meta, now).is_some() {
+        return Ok((meta, now));
+    }
+    std::thread::sleep(SEAL_MARGIN);
+    Ok((stat()?, SystemTime::now()))
+}
+
 impl FileRecord {
     /// Whether the file described by `meta` is, by its seal, the one the build hashed.
     pub fn sealed(&self, meta: &Metadata) -> bool {

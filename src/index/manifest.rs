@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -81,12 +80,11 @@ impl Eq for WeightsSeal {}
 impl ModelIdentity {
     pub fn of(encoder: &Encoder) -> Result<Self> {
         let weights = encoder.weights_path();
-        let stat =
-            || std::fs::metadata(weights).with_context(|| format!("reading {}", weights.display()));
-        let before = stat()?;
+        let (before, hashing) = integrity::settled_metadata(weights)?;
         let weights_sha256 = crate::files::sha256_file(weights)?;
-        let after = stat()?;
-        // Sealed only if nothing changed it while it was hashed.
+        let after =
+            std::fs::metadata(weights).with_context(|| format!("reading {}", weights.display()))?;
+        // Sealed only if nothing changed it while it was hashed, nor in the clock tick before.
         let unchanged = Seal::of(&before) == Seal::of(&after) && before.len() == after.len();
         Ok(Self {
             name: crate::files::model_name(&encoder.model_dir),
@@ -99,11 +97,7 @@ impl ModelIdentity {
             max_length: encoder.max_length,
             query_prefix: encoder.query_prefix.clone(),
             precision: encoder.precision,
-            weights_seal: WeightsSeal(
-                unchanged
-                    .then(|| Seal::settled(&after, SystemTime::now()))
-                    .flatten(),
-            ),
+            weights_seal: WeightsSeal(unchanged.then(|| Seal::settled(&before, hashing)).flatten()),
         })
     }
 
