@@ -243,10 +243,7 @@ impl<'a> Pipeline<'a> {
             })
             .flatten()
             .unwrap_or(answer);
-        let titles_used: Vec<&str> = chosen.passages[..used]
-            .iter()
-            .map(|p| p.title.as_str())
-            .collect();
+        let titles_used: Vec<&str> = passages.iter().map(|p| p.title.as_str()).collect();
         let sources = response
             .hits
             .iter()

@@ -149,7 +149,7 @@ impl Generator {
                 let decided = if self.options.option_facts {
                     options::margin_after_facts(model, cached, tokens, options)?
                 } else {
-                    options::margin(model, cached, tokens, options)?.map(|m| (m, String::new()))
+                    options::margin(model, cached, tokens, options)?.map(|m| (m, None))
                 };
                 if let Some((margin, facts)) = decided {
                     let bias = self.options.option_bias.unwrap_or(0.0);
@@ -161,7 +161,7 @@ impl Generator {
                         greedy_answer,
                         greedy,
                         chosen,
-                        facts: (!facts.is_empty()).then_some(facts),
+                        facts,
                     });
                 }
             }

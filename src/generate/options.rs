@@ -132,7 +132,7 @@ pub(super) fn margin_after_facts(
     cached: &mut Cached,
     prompt: &[LlamaToken],
     options: &[String; 2],
-) -> Result<Option<(f32, String)>> {
+) -> Result<Option<(f32, Option<String>)>> {
     if !cached.keep(prompt.len()) {
         return Ok(None);
     }
@@ -141,7 +141,7 @@ pub(super) fn margin_after_facts(
     let written = cached.tokens.clone();
     let margin = margin_after(model, cached, &written, options, " ")?;
     cached.keep(prompt.len());
-    Ok(margin.map(|m| (m, facts)))
+    Ok(margin.map(|m| (m, Some(facts))))
 }
 
 /// [`margin`] with each option after `lead`.
