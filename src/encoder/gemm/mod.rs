@@ -1,10 +1,11 @@
-//! The inference projections' GEMM, for CPUs with AVX-512 or AVX2 with FMA (the f32 kernel and
-//! the epilogues are written once over the vector width, `super::simd`). A projection's weights never change
-//! at inference, so they are packed once at load into the layout the kernel streams (panels of
-//! 64 output columns, one row of the panel per input feature) instead of being repacked on
-//! every call as a general GEMM must; the activations are read in place, one broadcast per
-//! element. The bias, and GELU or the residual add where the layer wants them, are applied to
-//! the accumulators on their way out, saving a pass over memory for each.
+//! The inference projections' GEMM, for CPUs with AVX-512 or AVX2 with FMA (the f32 kernel and the
+//! epilogues are written once over the vector width, `super::simd`). A projection's weights never
+//! change at inference, so they are packed once at load into the layout the kernel streams (panels
+//! of 64 output columns) instead of being repacked on every call as a general GEMM must; the f32
+//! activations are interleaved once per chunk of rows, a register tile's rows feature by feature,
+//! and broadcast one element at a time. The bias, and GELU or the residual add where the layer
+//! wants them, are applied to the accumulators on their way out, saving a pass over memory for
+//! each.
 //!
 //! Profiling the encoder on two cores put candle's general GEMM at about 55% of the machine's
 //! f32 peak and the separate bias, GELU and residual passes at another sixth of the run time;
@@ -198,12 +199,14 @@ impl PackedLinear {
             } else {
                 group..group + 1
             };
-            for panel in panels {
-                // SAFETY: `supported()` (or the bf16 or int8 one) was checked when this layer was
-                // packed; the input holds `rows` rows; each (row, panel) block of `dst` is
-                // written by exactly one item, inside `rows * out_dim`.
-                unsafe { self.rows_of_panel(&input, first..end, panel, dst, epilogue) }
-            }
+            float::with_tile_rows(&input, self.in_dim, first..end, |tiles| {
+                for panel in panels {
+                    // SAFETY: `supported()` (or the bf16 or int8 one) was checked when this
+                    // layer was packed; the input holds `rows` rows; each (row, panel) block of
+                    // `dst` is written by exactly one item, inside `rows * out_dim`.
+                    unsafe { self.rows_of_panel(&input, tiles, first..end, panel, dst, epilogue) }
+                }
+            });
         });
         // SAFETY: the tiles above wrote every one of the `total` elements.
         unsafe { out.set_len(total) };
@@ -219,18 +222,19 @@ impl PackedLinear {
     unsafe fn rows_of_panel(
         &self,
         input: &Input,
+        tiles: &[f32],
         rows: std::ops::Range<usize>,
         panel: usize,
         dst: SharedOut,
         epilogue: Epilogue,
     ) {
         match input {
-            Input::F32 { panels, xs, isa } => {
+            Input::F32 { panels, isa, .. } => {
                 for depth in (0..self.in_dim).step_by(DEPTH_BLOCK) {
                     let depth = depth..self.in_dim.min(depth + DEPTH_BLOCK);
                     let finish = (depth.end == self.in_dim).then_some(epilogue);
                     self.tiles(rows.clone(), panel, dst, finish, |row| F32Source {
-                        xs: xs.as_ptr().add(row * self.in_dim),
+                        xs: tiles[(row - rows.start) * self.in_dim..].as_ptr(),
                         in_dim: self.in_dim,
                         weights: panels[panel * self.in_dim..].as_ptr().cast::<f32>(),
                         depth: depth.clone(),
@@ -274,6 +278,7 @@ impl PackedLinear {
     unsafe fn rows_of_panel(
         &self,
         _: &Input,
+        _: &[f32],
         _: std::ops::Range<usize>,
         _: usize,
         _: SharedOut,
