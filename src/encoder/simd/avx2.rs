@@ -118,4 +118,36 @@ impl Simd for Avx2 {
     unsafe fn reduce_max(a: __m256) -> f32 {
         reduce(a, |a, b| _mm_max_ps(a, b))
     }
+    /// 8 x 8 in three rounds: rows interleaved pairwise by single lanes (`vunpck[lh]ps`), then
+    /// by pairs of lanes (`vshufps`), then the 128-bit halves exchanged (`vperm2f128`).
+    #[inline(always)]
+    unsafe fn transpose(rows: &mut [__m256]) {
+        let r: &mut [__m256; 8] = rows.try_into().expect("8 rows");
+        let t: [__m256; 8] = std::array::from_fn(|i| {
+            let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_ps(a, b)
+            } else {
+                _mm256_unpackhi_ps(a, b)
+            }
+        });
+        // From pairs (t[4g + k], t[4g + k + 2]): k = 0 holds lanes 0-1 of each, k = 1 lanes 2-3.
+        let u: [__m256; 8] = std::array::from_fn(|i| {
+            let (g, k, hi) = (i / 4, i % 4 / 2, i % 2 == 1);
+            let (a, b) = (t[4 * g + k], t[4 * g + k + 2]);
+            if hi {
+                _mm256_shuffle_ps::<0xee>(a, b)
+            } else {
+                _mm256_shuffle_ps::<0x44>(a, b)
+            }
+        });
+        *r = std::array::from_fn(|i| {
+            let (a, b) = (u[i % 4], u[i % 4 + 4]);
+            if i < 4 {
+                _mm256_permute2f128_ps::<0x20>(a, b)
+            } else {
+                _mm256_permute2f128_ps::<0x31>(a, b)
+            }
+        });
+    }
 }

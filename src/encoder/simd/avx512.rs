@@ -116,4 +116,35 @@ impl Simd for Avx512 {
     unsafe fn reduce_max(a: __m512) -> f32 {
         _mm512_reduce_max_ps(a)
     }
+    /// 16 x 16: rows interleaved pairwise by single lanes, then by pairs of lanes, then by
+    /// quarters of the vector twice (the attention's key transpose before it was generic).
+    #[inline(always)]
+    unsafe fn transpose(rows: &mut [__m512]) {
+        const LANES: usize = 16;
+        let rows: &mut [__m512; LANES] = rows.try_into().expect("16 rows");
+        let mut a = [_mm512_setzero_ps(); LANES];
+        for i in (0..LANES).step_by(2) {
+            a[i] = _mm512_unpacklo_ps(rows[i], rows[i + 1]);
+            a[i + 1] = _mm512_unpackhi_ps(rows[i], rows[i + 1]);
+        }
+        let mut b = [_mm512_setzero_ps(); LANES];
+        for g in (0..LANES).step_by(4) {
+            for k in 0..2 {
+                let (lo, hi) = (_mm512_castps_pd(a[g + k]), _mm512_castps_pd(a[g + k + 2]));
+                b[g + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));
+                b[g + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi));
+            }
+        }
+        let mut c = [_mm512_setzero_ps(); LANES];
+        for h in (0..LANES).step_by(8) {
+            for k in 0..4 {
+                c[h + k] = _mm512_shuffle_f32x4::<0x88>(b[h + k], b[h + k + 4]);
+                c[h + k + 4] = _mm512_shuffle_f32x4::<0xdd>(b[h + k], b[h + k + 4]);
+            }
+        }
+        for k in 0..8 {
+            rows[k] = _mm512_shuffle_f32x4::<0x88>(c[k], c[k + 8]);
+            rows[k + 8] = _mm512_shuffle_f32x4::<0xdd>(c[k], c[k + 8]);
+        }
+    }
 }

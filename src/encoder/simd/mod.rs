@@ -118,4 +118,7 @@ pub(in crate::encoder) trait Simd {
     unsafe fn reduce_add(a: Self::V) -> f32;
     /// The largest lane (of non-NaN lanes).
     unsafe fn reduce_max(a: Self::V) -> f32;
+    /// Transposes the `LANES x LANES` block `rows` (exactly `LANES` vectors) in registers:
+    /// lane `j` of row `i` becomes lane `i` of row `j`.
+    unsafe fn transpose(rows: &mut [Self::V]);
 }

@@ -83,4 +83,10 @@ impl<const N: usize> Simd for Portable<N> {
     unsafe fn reduce_max(a: [f32; N]) -> f32 {
         a.iter().copied().fold(f32::NEG_INFINITY, f32::max)
     }
+    unsafe fn transpose(rows: &mut [[f32; N]]) {
+        let copy: Vec<[f32; N]> = rows.to_vec();
+        for (i, row) in rows.iter_mut().enumerate() {
+            *row = std::array::from_fn(|j| copy[j][i]);
+        }
+    }
 }

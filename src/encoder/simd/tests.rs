@@ -144,3 +144,31 @@ fn every_backend_computes_lane_by_lane() {
         assert!(failures.is_empty(), "{isa:?}: {failures:#?}");
     }
 }
+
+/// The register transpose: lane `j` of row `i` becomes lane `i` of row `j`, every lane.
+struct Transpose;
+
+impl Probe for Transpose {
+    type Out = Vec<String>;
+    unsafe fn run<S: Simd>(&self) -> Vec<String> {
+        let n = S::LANES;
+        let values: Vec<f32> = (0..n * n).map(|i| i as f32).collect();
+        let mut rows: Vec<S::V> = (0..n).map(|i| S::load(values[i * n..].as_ptr())).collect();
+        S::transpose(&mut rows);
+        let mut out = vec![0f32; n * n];
+        for (i, &row) in rows.iter().enumerate() {
+            S::store(out[i * n..].as_mut_ptr(), row);
+        }
+        (0..n * n)
+            .filter(|&k| out[k] != values[k % n * n + k / n])
+            .map(|k| format!("lane {} of row {}: {}", k % n, k / n, out[k]))
+            .collect()
+    }
+}
+
+#[test]
+fn transpose_swaps_rows_and_lanes_on_every_backend() {
+    for (isa, failures) in each(&Transpose) {
+        assert!(failures.is_empty(), "{isa:?}: {failures:?}");
+    }
+}

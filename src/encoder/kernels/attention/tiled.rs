@@ -14,13 +14,13 @@ use crate::encoder::simd::Simd;
 use crate::encoder::simd::{Avx2, Avx512};
 
 /// Sizes of one sequence's attention, shared by its tiles.
-pub(super) struct Dims {
-    pub(super) len: usize,
+struct Dims {
+    len: usize,
     /// `len` rounded up to whole vectors: the row stride of the transposed keys and scores.
-    pub(super) keys_len: usize,
-    pub(super) dh: usize,
-    pub(super) hidden: usize,
-    pub(super) width: usize,
+    keys_len: usize,
+    dh: usize,
+    hidden: usize,
+    width: usize,
     scale: f32,
 }
 
@@ -36,16 +36,15 @@ pub(super) fn attend_sequence_avx512(
     heads: usize,
     dh: usize,
 ) {
-    // SAFETY: compiled for AVX-512F, the transpose's set too.
-    unsafe {
-        attend::<Avx512, 8>(qkv, out, len, heads, dh, |qkv, k_at, dims, keys_t| {
-            transpose::avx512::transpose_keys(qkv, k_at, dims, keys_t)
-        })
-    }
+    // SAFETY: compiled for AVX-512F.
+    unsafe { attend::<Avx512, 8, 8, 2>(qkv, out, len, heads, dh) }
 }
 
-/// A [`super::SequenceKernel`] on AVX2 with FMA: 6 rows of two 8-lane vectors are 12
-/// accumulators, leaving 4 of the 16 registers for the two keys (or values) and the broadcast.
+/// A [`super::SequenceKernel`] on AVX2 with FMA: scores 6 rows of two 8-lane vectors (12
+/// accumulators, leaving 4 of the 16 registers for the two keys and the broadcast), the
+/// context 2 rows of four vectors (32 columns of the head: 8 accumulators and the 4 values),
+/// one broadcast per four FMAs where 6 rows of two vectors broadcast one per two (and ran
+/// out of registers for their rows' pointers); 3 rows of four spilled two accumulators.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn attend_sequence_avx2(
@@ -56,7 +55,7 @@ pub(super) fn attend_sequence_avx2(
     dh: usize,
 ) {
     // SAFETY: compiled for AVX2 and FMA.
-    unsafe { attend::<Avx2, 6>(qkv, out, len, heads, dh, transpose::transpose_keys) }
+    unsafe { attend::<Avx2, 6, 2, 4>(qkv, out, len, heads, dh) }
 }
 
 /// The AVX-512 kernel's tiles (8 rows of 16 lanes) on plain arrays, for the tests.
@@ -69,7 +68,7 @@ pub(super) fn attend_sequence_portable16(
     dh: usize,
 ) {
     // SAFETY: the portable backend needs no instruction set.
-    unsafe { attend::<Portable<16>, 8>(qkv, out, len, heads, dh, transpose::transpose_keys) }
+    unsafe { attend::<Portable<16>, 8, 8, 2>(qkv, out, len, heads, dh) }
 }
 
 /// The AVX2 kernel's tiles (6 rows of 8 lanes) on plain arrays, for the tests.
@@ -82,22 +81,27 @@ pub(super) fn attend_sequence_portable8(
     dh: usize,
 ) {
     // SAFETY: as above.
-    unsafe { attend::<Portable<8>, 6>(qkv, out, len, heads, dh, transpose::transpose_keys) }
+    unsafe { attend::<Portable<8>, 6, 2, 4>(qkv, out, len, heads, dh) }
 }
 
-/// One sequence's attention, `ROWS` queries at a time; `transpose` copies a head's keys into
-/// `keys_t` transposed (see `transpose.rs`).
+/// One sequence's attention, `ROWS` queries at a time (their context `CONTEXT_ROWS` rows by
+/// `CONTEXT_VECS` vectors of the head at a time); each head's keys are first copied
+/// transposed (`transpose.rs`), zero past `len`.
 ///
 /// # Safety
 /// Needs `S`'s instruction set.
 #[inline(always)]
-unsafe fn attend<S: Simd, const ROWS: usize>(
+unsafe fn attend<
+    S: Simd,
+    const ROWS: usize,
+    const CONTEXT_ROWS: usize,
+    const CONTEXT_VECS: usize,
+>(
     qkv: &[f32],
     out: &mut [f32],
     len: usize,
     heads: usize,
     dh: usize,
-    transpose: impl Fn(&[f32], usize, &Dims, &mut [f32]),
 ) {
     let hidden = heads * dh;
     let width = 3 * hidden;
@@ -117,7 +121,8 @@ unsafe fn attend<S: Simd, const ROWS: usize>(
     let mut scores = vec![0f32; ROWS * keys_len];
     for head in 0..heads {
         let (q_at, k_at, v_at) = (head * dh, hidden + head * dh, 2 * hidden + head * dh);
-        transpose(qkv, k_at, &dims, &mut keys_t);
+        let keys = qkv.as_ptr().add(k_at);
+        transpose::transpose::<S>(keys, width, len, dh, keys_t.as_mut_ptr(), keys_len);
         for first in (0..len).step_by(ROWS) {
             let rows = (len - first).min(ROWS);
             // A short last tile repeats its last query rather than branching on the row count
@@ -145,19 +150,27 @@ unsafe fn attend<S: Simd, const ROWS: usize>(
             for (r, inv_sum) in inv_sums[..rows].iter_mut().enumerate() {
                 *inv_sum = exp_row::<S>(&mut scores[r * keys_len..][..keys_len], len);
             }
-            for col in (0..dh).step_by(2 * lanes) {
-                let cols = dh - col;
+            let context_cols = CONTEXT_VECS * lanes;
+            for col in (0..dh).step_by(context_cols) {
+                let cols = context_cols.min(dh - col);
                 let values = qkv[v_at + col..].as_ptr();
-                let context = out[first * hidden + q_at + col..].as_mut_ptr();
-                let inv_sums = &inv_sums[..rows];
-                // SAFETY: the tile reads `cols` or fewer values from `v_at + col` in each of
-                // the first `len` rows of `qkv` and writes as many from `q_at + col` in `rows`
-                // rows of `out` from `first`, all real tokens; `scores` has `ROWS` rows of
-                // `keys_len >= len`.
-                if cols > lanes {
-                    context_tile::<S, ROWS, 2>(&dims, &scores, values, cols, inv_sums, context);
-                } else {
-                    context_tile::<S, ROWS, 1>(&dims, &scores, values, cols, inv_sums, context);
+                for row in (0..rows).step_by(CONTEXT_ROWS) {
+                    let probs = scores[row * keys_len..].as_ptr();
+                    let context = out[(first + row) * hidden + q_at + col..].as_mut_ptr();
+                    let inv_sums = &inv_sums[row..rows.min(row + CONTEXT_ROWS)];
+                    // SAFETY: the tile reads `cols` or fewer values from `v_at + col` in each
+                    // of the first `len` rows of `qkv` and writes as many from `q_at + col` in
+                    // `inv_sums.len()` rows of `out` from `first + row`, all real tokens;
+                    // `probs` has that many rows of `keys_len >= len`.
+                    if cols == context_cols {
+                        context_tile::<S, CONTEXT_ROWS, CONTEXT_VECS, false>(
+                            &dims, probs, values, cols, inv_sums, context,
+                        );
+                    } else {
+                        context_tile::<S, CONTEXT_ROWS, CONTEXT_VECS, true>(
+                            &dims, probs, values, cols, inv_sums, context,
+                        );
+                    }
                 }
             }
         }
@@ -226,33 +239,43 @@ unsafe fn exp_row<S: Simd>(row: &mut [f32], len: usize) -> f32 {
     1.0 / S::reduce_add(sum)
 }
 
-/// `context[r][..cols] = inv_sums[r] * sum_j scores[r][j] * values[j][..cols]` over the
-/// sequence's `len` keys, for `cols <= V * LANES` and the tile's first `inv_sums.len()` rows;
-/// `values` and `context` have the row strides of `qkv` and of the output.
+/// `context[r][..cols] = inv_sums[r] * sum_j probs[r][j] * values[j][..cols]` over the
+/// sequence's `len` keys, for `cols <= V * LANES` and the first `inv_sums.len() <= ROWS` rows
+/// of `probs` (row stride `keys_len`); `values` and `context` have the row strides of `qkv` and
+/// of the output. Short of `ROWS` rows, the last one is repeated rather than branched on.
+/// `MASKED` is whether `cols` may be short of whole vectors: the masked loads' masks took
+/// registers the accumulators needed.
 ///
 /// # Safety
 /// Needs `S`'s instruction set. `values` is readable for `cols` floats in each of `len` rows,
-/// `context` writable for as many in each of `inv_sums.len()` rows, and `scores` has `ROWS`
+/// `context` writable for as many in each of `inv_sums.len()` rows, and `probs` has that many
 /// rows of `keys_len`.
 #[inline(always)]
-unsafe fn context_tile<S: Simd, const ROWS: usize, const V: usize>(
+unsafe fn context_tile<S: Simd, const ROWS: usize, const V: usize, const MASKED: bool>(
     dims: &Dims,
-    scores: &[f32],
+    probs: *const f32,
     values: *const f32,
     cols: usize,
     inv_sums: &[f32],
     context: *mut f32,
 ) {
-    let live = |v: usize| cols.saturating_sub(v * S::LANES);
-    let probs = scores.as_ptr();
+    let live = |v: usize| {
+        if MASKED {
+            cols.saturating_sub(v * S::LANES)
+        } else {
+            S::LANES
+        }
+    };
+    let rows: [*const f32; ROWS] =
+        std::array::from_fn(|r| probs.add(r.min(inv_sums.len() - 1) * dims.keys_len));
     let mut acc = [[S::zero(); V]; ROWS];
     for j in 0..dims.len {
         let mut value = [S::zero(); V];
         for (v, value) in value.iter_mut().enumerate() {
             *value = S::load_first(values.add(j * dims.width + v * S::LANES), live(v));
         }
-        for (r, acc) in acc.iter_mut().enumerate() {
-            let p = S::splat(*probs.add(r * dims.keys_len + j));
+        for (acc, row) in acc.iter_mut().zip(&rows) {
+            let p = S::splat(*row.add(j));
             for (acc, &value) in acc.iter_mut().zip(&value) {
                 *acc = S::fmadd(p, value, *acc);
             }
