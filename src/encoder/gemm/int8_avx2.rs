@@ -9,10 +9,12 @@
 //! the activations offset by 128 to make them unsigned), so the activation's sign moves onto the
 //! weight instead (`vpsignb`) and its magnitude, at most 127, is the unsigned side: a pair then
 //! sums to at most 2 x 127 x 127 = 32,258, no saturation, no 7-bit weights, no zero-point
-//! correction. On the AMD EPYC measured (Zen, family 23, AVX2 only) an FMA, a `vpmaddwd` and a
-//! `vpmaddubsw` each issue at about the same rate (eval/encode/int8-avx2/issue_rate.c), so
-//! these four instructions per 32 multiply-adds cost what four FMAs (8 each) do: the kernel
-//! runs no faster than f32 there (eval/encode/int8-avx2.md). Sign-extending to i16 and
+//! correction. On a first-generation Zen (AMD family 23, model 1), which splits every 256-bit
+//! operation in two, an FMA, a `vpmaddwd` and a `vpmaddubsw` each issue at about the same rate
+//! (eval/encode/int8-avx2/issue_rate.c), so these four instructions per 32 multiply-adds cost
+//! what four FMAs (8 each) do: the kernel runs no faster than f32 there
+//! (eval/encode/int8-avx2.md). On a Zen 3 (family 25), with two full-width integer multiply
+//! pipes, it encodes 1.31x as fast as f32 (eval/encode/README.md). Sign-extending to i16 and
 //! `vpmaddwd` alone (16 per multiply, twice the weight bytes) would be no better; 7-bit
 //! weights, dropping the `vpsignb`, measured within the noise of this kernel and cost accuracy.
 
@@ -49,6 +51,39 @@ pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [u8]) -> f32 {
 #[cfg(not(target_arch = "x86_64"))]
 pub(super) unsafe fn quantize_row(_: &[f32], _: &mut [u8]) -> f32 {
     unreachable!("int8 projections are only built where int8_supported() holds")
+}
+
+/// Whether this CPU runs 256-bit vector operations as two 128-bit halves: AMD before Zen 2
+/// (families up to 0x16, and 0x17 below model 0x30: Zen and Zen+) and Hygon's Zen-based
+/// family 0x18. There the int8 kernel is no faster than f32.
+pub(super) fn splits_256_bit_ops() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        let (vendor, signature) = (__cpuid(0), __cpuid(1).eax);
+        let vendor = [vendor.ebx, vendor.edx, vendor.ecx]
+            .map(u32::to_le_bytes)
+            .concat();
+        let base_family = (signature >> 8) & 0xf;
+        let (family, model) = if base_family == 0xf {
+            let family = base_family + ((signature >> 20) & 0xff);
+            (
+                family,
+                ((signature >> 12) & 0xf0) | ((signature >> 4) & 0xf),
+            )
+        } else {
+            (base_family, (signature >> 4) & 0xf)
+        };
+        match &vendor[..] {
+            b"AuthenticAMD" => family < 0x17 || (family == 0x17 && model < 0x30),
+            b"HygonGenuine" => family == 0x18,
+            _ => false,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// A tile's int8 inputs for the AVX2 kernel: the VNNI kernel's, run the AVX2 way.

@@ -52,10 +52,11 @@ impl Precision {
         }
     }
 
-    /// The fastest precision this CPU can encode at: int8 where it has AVX-512 VNNI, else f32.
-    /// int8 on AVX2 alone measured no faster than f32 on the one such CPU at hand (AMD EPYC,
-    /// Zen: `vpmaddubsw` and `vpmaddwd` issue at the rate of an FMA there, eval/encode/int8-avx2.md),
-    /// so it is not the default there.
+    /// The fastest precision this CPU can encode at, as measured on its kind of CPU: int8 where
+    /// it has AVX-512 VNNI, and on AVX2 (1.31x f32 on a Zen 3, eval/encode/README.md) except
+    /// where 256-bit operations are split in two (a first-generation Zen: `vpmaddubsw` and
+    /// `vpmaddwd` issue at the rate of an FMA there, and int8 measured no faster,
+    /// eval/encode/int8-avx2.md); else f32.
     pub fn fastest_available() -> Self {
         if super::int8::int8_outpaces_f32() {
             Self::Int8
