@@ -144,10 +144,13 @@ impl PackedLinear {
 
 /// Input rows quantized for the int8 kernel.
 pub(super) struct Int8Rows {
-    /// `[row][stride]`: each value `q + 128` for its quantized `q` in `-127..=127`, since
-    /// `vpdpbusd` takes this side unsigned; the padding is 128 (zero).
+    /// `[row][stride]`, in the kernel's form. VNNI: each value `q + 128` for its quantized `q`
+    /// in `-127..=127`, since `vpdpbusd` takes this side unsigned; the padding is 128 (zero).
+    /// AVX2: each quad's four `|q|` then its four `q` ([`int8_avx2::quantize_row`]); the
+    /// padding is zero.
     pub(super) bytes: Vec<u8>,
-    /// `in_dim` rounded up to whole quads, so that each quad is one aligned 4-byte broadcast.
+    /// Bytes per row: `in_dim` rounded up to whole quads (twice that on AVX2), so that each
+    /// quad is one aligned 4-byte broadcast.
     pub(super) stride: usize,
     /// Per row.
     pub(super) scales: Vec<f32>,
@@ -156,9 +159,12 @@ pub(super) struct Int8Rows {
 impl Int8Rows {
     /// SAFETY: needs `kernel.runs_here()`.
     pub(super) unsafe fn new(xs: &[f32], in_dim: usize, kernel: Int8Kernel) -> Self {
-        let stride = in_dim.next_multiple_of(QUAD);
+        let (stride, zero) = match kernel {
+            Int8Kernel::Vnni => (in_dim.next_multiple_of(QUAD), 128),
+            Int8Kernel::Avx2 => (2 * in_dim.next_multiple_of(QUAD), 0),
+        };
         let rows = xs.len() / in_dim;
-        let mut bytes = vec![128; rows * stride];
+        let mut bytes = vec![zero; rows * stride];
         let mut scales = vec![0.0; rows];
         convert_rows(
             xs,
@@ -167,7 +173,7 @@ impl Int8Rows {
             stride,
             &mut scales,
             |x, q, scale| {
-                // SAFETY: as for `new`; `q` is at least as long as `x`.
+                // SAFETY: as for `new`; `q` is a row of the kernel's form.
                 *scale = unsafe {
                     match kernel {
                         Int8Kernel::Vnni => quantize_row(x, q),

@@ -29,21 +29,53 @@ const LANES: usize = 8;
 const BLOCK_ROWS: usize = 2;
 const BLOCK_VECS: usize = 4;
 
-/// Quantizes `x` into the first `x.len()` bytes of `q` in the layout the VNNI kernel takes
-/// (`q + 128`, see `Int8Rows::bytes`), so that both kernels share one input form; returns the
-/// scale. Plain code that LLVM vectorises for AVX2: this pass is a small share of a call.
+/// Quantizes `x` into `q` (twice `x.len()` rounded up to quads) as this kernel reads it: for
+/// each quad of features its four magnitudes `|q|`, the unsigned side of `vpmaddubsw`, then
+/// its four signed `q`, whose signs `vpsignb` moves onto the weights, so that a row's quad is
+/// two broadcasts with nothing left to compute (from the VNNI form, `q + 128`, the kernel
+/// spent two more instructions per row and quad undoing the offset and taking the magnitude).
+/// The same quantization as the VNNI kernel's (per row, symmetric, rounded to nearest even);
+/// returns the scale.
 ///
 /// SAFETY: needs AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [u8]) -> f32 {
+    use std::arch::x86_64::*;
+    assert!(q.len() >= 2 * x.len().next_multiple_of(QUAD));
     // The largest magnitude as the largest sign-cleared bit pattern, as the VNNI path takes it:
     // an integer max vectorises where a float max (NaN rules) does not.
     let max = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
     let (scale, inverse) = int8_scales(f32::from_bits(max));
-    for (q, &v) in q.iter_mut().zip(x) {
+    let whole = x.len() / 32 * 32;
+    let vinverse = _mm256_set1_ps(inverse);
+    // `vpackssdw` / `vpacksswb` interleave their inputs by 128-bit lane; this puts the dwords
+    // (four values each) back in order.
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for first in (0..whole).step_by(32) {
+        // Rounded to nearest even (the default rounding mode) as the scalar tail below.
+        let v: [__m256i; 4] = std::array::from_fn(|k| {
+            let v = _mm256_loadu_ps(x.as_ptr().add(first + 8 * k));
+            _mm256_cvtps_epi32(_mm256_mul_ps(v, vinverse))
+        });
+        let words = [
+            _mm256_packs_epi32(v[0], v[1]),
+            _mm256_packs_epi32(v[2], v[3]),
+        ];
+        let signed = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words[0], words[1]), order);
+        let magnitude = _mm256_abs_epi8(signed);
+        // Quads interleaved: magnitudes 0, signed 0, magnitudes 1, ...
+        let low = _mm256_unpacklo_epi32(magnitude, signed);
+        let high = _mm256_unpackhi_epi32(magnitude, signed);
+        let out = q.as_mut_ptr().add(2 * first).cast::<__m256i>();
+        _mm256_storeu_si256(out, _mm256_permute2x128_si256::<0x20>(low, high));
+        _mm256_storeu_si256(out.add(1), _mm256_permute2x128_si256::<0x31>(low, high));
+    }
+    for (i, &v) in x.iter().enumerate().skip(whole) {
         let level = (v * inverse).round_ties_even().clamp(-127.0, 127.0) as i8;
-        *q = level as u8 ^ 0x80;
+        let at = i / QUAD * 2 * QUAD + i % QUAD;
+        q[at] = level.unsigned_abs();
+        q[at + QUAD] = level as u8;
     }
     scale
 }
@@ -129,20 +161,17 @@ unsafe fn block<const RR: usize>(tile: &Tile<Avx2Int8Source>, first_row: usize, 
     use std::arch::x86_64::*;
     let s = &tile.source.0;
     let ones = _mm256_set1_epi16(1);
-    let offset = _mm256_set1_epi8(i8::MIN);
     let mut acc = [[_mm256_setzero_si256(); BLOCK_VECS]; RR];
     for quad in 0..s.quads {
         // SAFETY: a `QuadRow` is 64-byte aligned and 256 bytes, 8 vectors of 32.
         let w = s.weights.add(quad).cast::<__m256i>().add(first_vec);
         let wv: [__m256i; BLOCK_VECS] = std::array::from_fn(|v| _mm256_load_si256(w.add(v)));
         for (r, acc) in acc.iter_mut().enumerate() {
-            let x =
-                s.xs.add((first_row + r) * s.stride + quad * QUAD)
-                    .cast::<i32>();
-            // The stored `q + 128` back to `q`, and the sign of each moved onto the weights.
-            let x = _mm256_xor_si256(_mm256_set1_epi32(x.read_unaligned()), offset);
-            let magnitude = _mm256_abs_epi8(x);
+            let x = s.xs.add((first_row + r) * s.stride + quad * 2 * QUAD);
+            let magnitude = _mm256_set1_epi32(x.cast::<i32>().read_unaligned());
+            let x = _mm256_set1_epi32(x.add(QUAD).cast::<i32>().read_unaligned());
             for (a, &w) in acc.iter_mut().zip(&wv) {
+                // The sign of each activation moved onto its weight.
                 let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w, x));
                 *a = _mm256_add_epi32(*a, _mm256_madd_epi16(pairs, ones));
             }

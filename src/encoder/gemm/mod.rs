@@ -253,7 +253,7 @@ impl PackedLinear {
                 });
             }
             Input::Int8 { weights, xs } => {
-                let quads = xs.stride / QUAD;
+                let quads = self.in_dim.div_ceil(QUAD);
                 let column = panel * PANEL;
                 let source = |row: usize| Int8Source {
                     xs: xs.bytes.as_ptr().add(row * xs.stride),
