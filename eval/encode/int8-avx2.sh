@@ -6,8 +6,9 @@
 # and f32 vectors (examples/precision_cosine.rs); HotpotQA dense Recall@5 with int8 questions
 # against an f32 index (QUESTIONS questions; a copy of INDEX, default the 19k one); the CPU's
 # flags with it all. Run on a quiet machine; on a shared one compare within a round.
-#   [ROUNDS=3] [LIMIT=500] [QUESTIONS=1000] [INDEX=/work/main/index/default] eval/encode/int8-avx2.sh
-# Writes eval/encode/int8-avx2.{json,md} and the raw runs under eval/encode/int8-avx2/.
+#   [ROUNDS=3] [LIMIT=500] [QUESTIONS=1000] [INDEX=/work/main/index/default] [TAG=] eval/encode/int8-avx2.sh
+# Writes eval/encode/int8-avx2[-TAG].{json,md} and the raw runs under eval/encode/int8-avx2[-TAG]/
+# (TAG keeps another CPU's run beside the first one's, measured on a first-generation Zen).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/common.sh
@@ -18,7 +19,7 @@ INDEX=${INDEX:-/work/main/index/default}
 DATA=${RAG_DATA:-../shared/data}
 CORPUS=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
 MODEL=${RAG_MODEL:-data/models/all-MiniLM-L6-v2}
-OUT=eval/encode/int8-avx2
+OUT=eval/encode/int8-avx2${TAG:+-$TAG}
 mkdir -p "$OUT"
 cargo build --release -q
 cargo build --release -q --example precision_cosine

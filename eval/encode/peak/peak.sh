@@ -3,8 +3,9 @@
 # the GEMM micro-kernel shapes in L1) and its clock, 1 and 2 threads, best and median of TRIALS
 # trials of TRIAL_MS each, all kernels alternating (eval/encode/peak/peak.c). The machine is
 # shared: the best trial is the quiet slice, the median what load left.
-#   eval/encode/peak/peak.sh [TRIALS=200] [TRIAL_MS=20]
-# Writes eval/encode/peak/peak.{json,md}.
+#   [TAG=] eval/encode/peak/peak.sh [TRIALS=200] [TRIAL_MS=20]
+# Writes eval/encode/peak/peak[-TAG].{json,md} (TAG keeps another CPU's run beside the first one's,
+# a first-generation Zen's).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 TRIALS=${1:-200}
@@ -20,9 +21,9 @@ CC=${CC:-$(command -v clang || echo gcc)}
 LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 nice "$BIN" "$TRIALS" "$TRIAL_MS" > "$DIR/peak.raw.json"
 LOAD_AFTER=$(cut -d' ' -f1 /proc/loadavg)
-python3 - "$DIR" "$LOAD_BEFORE" "$LOAD_AFTER" "$CC" <<'PY'
+python3 - "$DIR" "$LOAD_BEFORE" "$LOAD_AFTER" "$CC" "peak${TAG:+-$TAG}" <<'PY'
 import datetime, json, subprocess, sys
-out, load_before, load_after, cc = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+out, load_before, load_after, cc, name = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 raw = json.load(open(f"{out}/peak.raw.json"))
 cpuinfo = open("/proc/cpuinfo").read().splitlines()
 field = lambda name: next((l.split(":", 1)[1].strip() for l in cpuinfo if l.startswith(name)), "?")
@@ -49,7 +50,7 @@ report = {
         "two_threads_best": {"f32_gflops": best("fma", 2), "int8_gmacs": best("int8_maddubs_madd", 2)},
     },
 }
-json.dump(report, open(f"{out}/peak.json", "w"), indent=1)
+json.dump(report, open(f"{out}/{name}.json", "w"), indent=1)
 d = report["derived"]
 rows = [f"| {x['name']} | {x['unit']} | {x['threads_1']['best']:.2f} | {x['threads_1']['median']:.2f} | "
         f"{x['threads_2']['best']:.2f} | {x['threads_2']['median']:.2f} | {x['what']} |" for x in raw["kernels"]]
@@ -62,12 +63,12 @@ md = ["# Peak AVX2 rates of this CPU", "",
       "| --- | --- | ---: | ---: | ---: | ---: | --- |", *rows, "",
       f"Clock {d['clock_ghz_median']:.2f} GHz in the median trial, {d['clock_ghz_best']:.2f} in the best (the host's "
       f"boost; the TSC runs at {raw['tsc_ghz']:.2f}). Per cycle and core (medians' ratio): "
-      f"{d['per_core_per_cycle']['f32_flop']:.1f} f32 FLOP (one 256-bit FMA) and {d['per_core_per_cycle']['int8_mac']:.1f} "
+      f"{d['per_core_per_cycle']['f32_flop']:.1f} f32 FLOP ({d['per_core_per_cycle']['f32_flop'] / 16:.1f} 256-bit FMAs) and {d['per_core_per_cycle']['int8_mac']:.1f} "
       f"int8 multiply-adds. Two cores at {d['clock_ghz_median']:.2f} / {d['clock_ghz_best']:.2f} GHz: f32 "
       f"{d['two_cores_at_median_clock']['f32_gflops']:.1f} / {d['two_cores_at_best_clock']['f32_gflops']:.1f} GFLOP/s, int8 "
       f"{d['two_cores_at_median_clock']['int8_gmacs']:.1f} / {d['two_cores_at_best_clock']['int8_gmacs']:.1f} GMAC/s (the "
       f"2-thread trials reached {d['two_threads_best']['f32_gflops']:.1f} GFLOP/s at best: they measure the other jobs' load)."]
-open(f"{out}/peak.md", "w").write("\n".join(md) + "\n")
+open(f"{out}/{name}.md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 PY
 rm -f "$DIR/peak.raw.json"
