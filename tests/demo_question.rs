@@ -2,8 +2,9 @@
 //! 58): "Were Scott Derrickson and Ed Wood of the same nationality?" must put both men's
 //! nationality into the prompt and be answered "yes", at every encoder precision this CPU has.
 //! Needs `index/default` (`scripts/setup.sh`, or `RAG_INDEX`) and the default generator;
-//! without them it skips loudly (fails with `RAG_REQUIRE`). On an AVX2-only CPU only f32
-//! exists: the index is f32, and bf16 or int8 query encoding is not available to test.
+//! without them it skips loudly (fails with `RAG_REQUIRE`). On an AVX2-only CPU the index is
+//! f32 and the questions are encoded in f32 and int8 (bf16 needs AVX-512 BF16); an int8 index
+//! is tested by pointing `RAG_INDEX` at one (`rag index --precision int8`).
 
 mod common;
 
