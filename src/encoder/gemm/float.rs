@@ -4,7 +4,9 @@
 //! its width per input feature, so that a tile reads each strip's weights as one sequential
 //! run. Read as 16-column rows 256 bytes apart (one panel row per feature), the AVX2 strips
 //! fell on a quarter of L1's sets; with the input tiles interleaved too ([`with_tile_rows`]),
-//! encoding ran 1.22x as fast on a 2-core Zen 3 (eval/encode/README.md).
+//! encoding ran 1.22x as fast on a 2-core Zen 3 (eval/encode/README.md). AVX-512 reads its
+//! inputs in place: its one strip per panel never had the AVX2 strips' conflicts, and there
+//! the interleave cost more than it saved (f32 encoding 0.965x on a Zen 4).
 
 use candle_core::{Result, Tensor};
 
@@ -25,8 +27,8 @@ pub(super) struct PanelRow([f32; PANEL]);
 
 /// Pointers to a tile's f32 inputs over one block of input features.
 pub(super) struct F32Source {
-    /// The tile's rows interleaved ([`with_tile_rows`]): feature `i` of row `r` at
-    /// `i * TILE_ROWS + r`.
+    /// The tile's first row: in [`with_tile_rows`]' interleaved tiles where it made them
+    /// (feature `i` of row `r` at `i * TILE_ROWS + r`), else in place.
     pub(super) xs: *const f32,
     pub(super) in_dim: usize,
     /// The panel's first weight (`in_dim * PANEL` of them, strip by strip).
@@ -71,6 +73,35 @@ impl PackedLinear {
     }
 }
 
+/// Where the tile of row `row` starts ([`F32Source::xs`]), of the chunk from row `chunk` on:
+/// `tiles` from [`with_tile_rows`] for that chunk, `xs` the whole input.
+pub(super) fn tile_start(
+    xs: &[f32],
+    tiles: &[f32],
+    in_dim: usize,
+    chunk: usize,
+    row: usize,
+) -> *const f32 {
+    if tiles.is_empty() {
+        xs[row * in_dim..].as_ptr()
+    } else {
+        tiles[(row - chunk) * in_dim..].as_ptr()
+    }
+}
+
+/// Whether `isa`'s kernel reads its inputs interleaved ([`with_tile_rows`]; [`strips`]'
+/// `INTERLEAVED`).
+fn interleaves(isa: Isa) -> bool {
+    match isa {
+        Isa::Avx2 => true,
+        Isa::Avx512 => false,
+        #[cfg(test)]
+        Isa::Portable8 => true,
+        #[cfg(test)]
+        Isa::Portable16 => false,
+    }
+}
+
 thread_local! {
     /// [`with_tile_rows`]' buffer, kept between calls: a chunk's rows are at most 576 KiB.
     static TILE_ROWS_BUFFER: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -79,8 +110,8 @@ thread_local! {
 /// Runs `f` on rows `rows` of an f32 input rearranged for the kernel: each register tile's
 /// `TILE_ROWS` rows interleaved feature by feature (`[tile][feature][row]`, rows past the
 /// input zero), so that a step's six broadcasts read one run of 24 bytes that the tile's
-/// steps walk in order, instead of six rows a row's width apart. Other inputs get an empty
-/// slice.
+/// steps walk in order, instead of six rows a row's width apart, where the kernel reads them so
+/// ([`interleaves`]). Other inputs get an empty slice.
 pub(super) fn with_tile_rows<T>(
     input: &Input,
     in_dim: usize,
@@ -90,6 +121,9 @@ pub(super) fn with_tile_rows<T>(
     let Input::F32 { xs, isa, .. } = input else {
         return f(&[]);
     };
+    if !interleaves(*isa) {
+        return f(&[]);
+    }
     TILE_ROWS_BUFFER.with_borrow_mut(|tiles| {
         let xs = &xs[rows.start * in_dim..rows.end * in_dim];
         // A vector's worth of slack: `interleave` stores whole vectors (see there).
@@ -102,25 +136,18 @@ pub(super) fn with_tile_rows<T>(
         unsafe {
             match isa {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => interleave_avx512(xs, in_dim, tiles),
-                #[cfg(target_arch = "x86_64")]
                 Isa::Avx2 => interleave_avx2(xs, in_dim, tiles),
                 #[cfg(not(target_arch = "x86_64"))]
-                Isa::Avx512 | Isa::Avx2 => unreachable!("no x86 set is detected elsewhere"),
-                #[cfg(test)]
-                Isa::Portable16 => interleave::<Portable<16>>(xs, in_dim, tiles),
+                Isa::Avx2 => unreachable!("no x86 set is detected elsewhere"),
                 #[cfg(test)]
                 Isa::Portable8 => interleave::<Portable<8>>(xs, in_dim, tiles),
+                Isa::Avx512 => unreachable!("read in place"),
+                #[cfg(test)]
+                Isa::Portable16 => unreachable!("read in place"),
             }
         }
         f(tiles)
     })
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn interleave_avx512(xs: &[f32], in_dim: usize, tiles: &mut [f32]) {
-    interleave::<Avx512>(xs, in_dim, tiles)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -169,9 +196,9 @@ impl PanelSource for F32Source {
             Isa::Avx512 => accumulate_avx512::<R>(tile),
             Isa::Avx2 => accumulate_avx2::<R>(tile),
             #[cfg(test)]
-            Isa::Portable16 => strips::<Portable<16>, R, 4>(tile),
+            Isa::Portable16 => strips::<Portable<16>, R, 4, false>(tile),
             #[cfg(test)]
-            Isa::Portable8 => strips::<Portable<8>, R, 2>(tile),
+            Isa::Portable8 => strips::<Portable<8>, R, 2, true>(tile),
         }
     }
 
@@ -197,7 +224,7 @@ fn strip_cols(isa: Isa) -> usize {
 #[target_feature(enable = "avx512f")]
 #[inline(never)]
 unsafe fn accumulate_avx512<const R: usize>(tile: &Tile<F32Source>) {
-    strips::<Avx512, R, 4>(tile);
+    strips::<Avx512, R, 4, false>(tile);
 }
 
 /// The panel in strips of 16 columns: 6 rows x 2 vectors are 12 of the 16 registers, leaving
@@ -206,19 +233,28 @@ unsafe fn accumulate_avx512<const R: usize>(tile: &Tile<F32Source>) {
 #[target_feature(enable = "avx2,fma")]
 #[inline(never)]
 unsafe fn accumulate_avx2<const R: usize>(tile: &Tile<F32Source>) {
-    strips::<Avx2, R, 2>(tile);
+    strips::<Avx2, R, 2, true>(tile);
 }
 
 /// Stores (or adds to, for a later block of features) the first `R` rows' sums over the
 /// tile's block of features, for its strip of `V` vectors of `S` (the panel's valid columns of
-/// it; the last vector of a row is masked to them).
+/// it; the last vector of a row is masked to them), its inputs interleaved or in place as
+/// `INTERLEAVED` says (constant steps for the interleaved ones).
 ///
 /// # Safety
 /// Needs `S`'s instruction set; `tile` as [`PanelSource::accumulate`] needs it, its strip
 /// `V * S::LANES` wide.
 #[inline(always)]
-unsafe fn strips<S: Simd, const R: usize, const V: usize>(tile: &Tile<F32Source>) {
+unsafe fn strips<S: Simd, const R: usize, const V: usize, const INTERLEAVED: bool>(
+    tile: &Tile<F32Source>,
+) {
     let s = &tile.source;
+    debug_assert_eq!(INTERLEAVED, interleaves(s.isa));
+    let (feature_step, row_step) = if INTERLEAVED {
+        (TILE_ROWS, 1)
+    } else {
+        (1, s.in_dim)
+    };
     let width = V * S::LANES;
     for first in (0..tile.cols).step_by(width) {
         let live = |v: usize| tile.cols.saturating_sub(first + v * S::LANES);
@@ -239,9 +275,9 @@ unsafe fn strips<S: Simd, const R: usize, const V: usize>(tile: &Tile<F32Source>
             for (v, wv) in wv.iter_mut().enumerate() {
                 *wv = S::load(w.add(v * S::LANES));
             }
-            let x = s.xs.add(i * TILE_ROWS);
+            let x = s.xs.add(i * feature_step);
             for (r, acc) in acc.iter_mut().enumerate() {
-                let x = S::splat(*x.add(r));
+                let x = S::splat(*x.add(r * row_step));
                 for (a, &w) in acc.iter_mut().zip(&wv) {
                     *a = S::fmadd(x, w, *a);
                 }

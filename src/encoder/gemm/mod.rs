@@ -2,8 +2,8 @@
 //! epilogues are written once over the vector width, `super::simd`). A projection's weights never
 //! change at inference, so they are packed once at load into the layout the kernel streams (panels
 //! of 64 output columns) instead of being repacked on every call as a general GEMM must; the f32
-//! activations are interleaved once per chunk of rows, a register tile's rows feature by feature,
-//! and broadcast one element at a time. The bias, and GELU or the residual add where the layer
+//! activations are broadcast one element at a time, on AVX2 from a chunk's rows interleaved once,
+//! a register tile's rows feature by feature. The bias, and GELU or the residual add where the layer
 //! wants them, are applied to the accumulators on their way out, saving a pass over memory for
 //! each.
 //!
@@ -229,12 +229,12 @@ impl PackedLinear {
         epilogue: Epilogue,
     ) {
         match input {
-            Input::F32 { panels, isa, .. } => {
+            Input::F32 { panels, xs, isa } => {
                 for depth in (0..self.in_dim).step_by(DEPTH_BLOCK) {
                     let depth = depth..self.in_dim.min(depth + DEPTH_BLOCK);
                     let finish = (depth.end == self.in_dim).then_some(epilogue);
                     self.tiles(rows.clone(), panel, dst, finish, |row| F32Source {
-                        xs: tiles[(row - rows.start) * self.in_dim..].as_ptr(),
+                        xs: float::tile_start(xs, tiles, self.in_dim, rows.start, row),
                         in_dim: self.in_dim,
                         weights: panels[panel * self.in_dim..].as_ptr().cast::<f32>(),
                         depth: depth.clone(),
