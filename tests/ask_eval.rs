@@ -635,6 +635,56 @@ fn a_year_asked_when_becomes_the_documents_full_date_on_the_real_model() {
     }
 }
 
+/// On every generator present: an answer to "who was born first, A or B?" naming either is
+/// the title whose document gives the earlier year (`option_dates`, on by default), recorded
+/// with both years; with it off the answer is the generated one and nothing is recorded.
+#[test]
+fn an_earlier_or_later_choice_is_decided_by_the_documents_years_on_the_real_model() {
+    let llms = common::all_llms(
+        "an_earlier_or_later_choice_is_decided_by_the_documents_years_on_the_real_model",
+    );
+    let passages = zorbland_dated();
+    let spec = PromptSpec::from_flags(None, None).unwrap();
+    let whole = whole_paragraphs();
+    for (question, right) in [
+        ("Who was born first, Ada Lorne or Bo Renn?", "Bo Renn"),
+        ("Who is younger, Bo Renn or Ada Lorne?", "Ada Lorne"),
+    ] {
+        for llm in &llms {
+            let name = llm.display();
+            let ask = |option_dates: bool| {
+                let options = GeneratorOptions {
+                    option_dates,
+                    ..Default::default()
+                };
+                let generator = Generator::load(llm, &options).unwrap();
+                let response = SearchResponse::of_passages(question, &passages);
+                from_paragraphs(&generator, &spec)
+                    .answer_from(response, &whole, Instant::now(), |_| true)
+                    .unwrap()
+            };
+            let off = ask(false);
+            assert_eq!(off.answer, off.generation.text.trim(), "{name}: {question}");
+            assert!(off.dated_choice.is_none(), "{name}: {question}");
+            let on = ask(true);
+            let choice = on.dated_choice.unwrap_or_else(|| {
+                panic!(
+                    "{name}: {question}: not decided (the test needs an answer naming one): {:?}",
+                    on.answer
+                )
+            });
+            assert_eq!(choice.answer_before, off.answer, "{name}: greedy both ways");
+            let born = if choice.options[0] == "Ada Lorne" {
+                [1961, 1948]
+            } else {
+                [1948, 1961]
+            };
+            assert_eq!(choice.years, born, "{name}: {question}");
+            assert_eq!(on.answer, right, "{name}: {question}");
+        }
+    }
+}
+
 /// On every generator present: with `extractive` every answer is a span of the prompt (case
 /// aside) or a yes or a no, while the same questions answered freely leave the prompt at least
 /// once (so the constraint did something); an answer that already was a span is unchanged.

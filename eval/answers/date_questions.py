@@ -1,25 +1,44 @@
-"""The questions of a HotpotQA file that `--full-dates` can change: those opening with "when" or
-asking for a date, as src/generate/full_date.rs reads a question.
+"""The questions of a HotpotQA file that a date step of `ask` can change, as the Rust code reads
+a question:
 
-    python3 eval/answers/date_questions.py QUESTIONS OUT [--limit N]  # the first N only
+- `--kind when` (default): those opening with "when" or asking for a date, which
+  `--full-dates` can change (src/generate/full_date.rs);
+- `--kind choice`: those asking for the earlier or the later of two (first, older, younger,
+  more recent, ...) and joining names with "or" or "and", which `--option-dates` can change
+  (src/generate/option_dates.rs; whether the names are two of the prompt's titles is only known
+  once the prompt is built, so this is a superset).
+
+    python3 eval/answers/date_questions.py QUESTIONS OUT [--kind when|choice] [--limit N]
 """
 import argparse
 import json
 import re
 
 ASKS_FOR_DATE = re.compile(r"^\W*when\b|\bdate\b", re.I)
+EARLIER = re.compile(r"\b(?:first|earlier|earliest|older|oldest|longer ago)\b", re.I)
+LATER = re.compile(
+    r"\b(?:later|latest|younger|youngest|newer|newest|more recent(?:ly)?|most recent(?:ly)?)\b", re.I)
+JOINS = re.compile(r"\b(?:or|and)\b", re.I)
+
+
+def asks_earlier_or_later(question):
+    return bool(EARLIER.search(question)) != bool(LATER.search(question)) and bool(JOINS.search(question))
+
+
+KINDS = {"when": ASKS_FOR_DATE.search, "choice": asks_earlier_or_later}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("questions")
     parser.add_argument("out")
+    parser.add_argument("--kind", choices=KINDS, default="when")
     parser.add_argument("--limit", type=int)
     args = parser.parse_args()
     records = json.load(open(args.questions))[: args.limit]
-    kept = [r for r in records if ASKS_FOR_DATE.search(r["question"])]
+    kept = [r for r in records if KINDS[args.kind](r["question"])]
     json.dump(kept, open(args.out, "w"))
-    print(f"{len(kept)} of {len(records)} questions ask for a date -> {args.out}")
+    print(f"{len(kept)} of {len(records)} questions ({args.kind}) -> {args.out}")
 
 
 if __name__ == "__main__":

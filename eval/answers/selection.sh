@@ -22,6 +22,8 @@
 #                                         # first 300 (reports; only for a PROMPT fullwiki chose)
 #   eval/answers/selection.sh em-full-dates  # every default on the distractor first 300,
 #                                         # answered afresh, against em-default's (reports)
+#   eval/answers/selection.sh em-option-dates  # the same once --option-dates is a default,
+#                                         # against em-full-dates' (reports)
 set -euo pipefail
 # One function, called on the last line: bash has read the whole script before it runs any of
 # it, so editing the script while a stage runs (they run for hours) cannot change that run.
@@ -34,7 +36,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor or em-full-dates}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates or em-option-dates}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -173,6 +175,20 @@ em-full-dates)
   answers "$RUNS" answers-full-dates-off-n300 --questions "$RUNS/date-questions-n300.json" --full-dates false
   python3 eval/answers/compare.py "$RUNS/answers-full-dates-off-n300" "$RUNS/answers-full-dates-n300" \
     --show --out "$RUNS/answers-full-dates-n300/compare-dates.json"
+  ;;
+em-option-dates)
+  # Reports: every default over the first 300, all answered afresh, now that an earlier-or-later
+  # choice between two documents is decided by their years (chosen on fullwiki: tune.sh
+  # option-dates), against the default before it.
+  answers "$RUNS" answers-option-dates-n300 --limit 300
+  python3 eval/answers/compare.py "$RUNS/answers-full-dates-n300" "$RUNS/answers-option-dates-n300" \
+    --show --out "$RUNS/answers-option-dates-n300/compare.json"
+  # Its own share, apart from the generator's machine: the choice questions of the 300 (a
+  # superset of those it can change) answered here with --option-dates false.
+  python3 eval/answers/date_questions.py "$DISTRACTOR" "$RUNS/choice-questions-n300.json" --kind choice --limit 300
+  answers "$RUNS" answers-option-dates-off-n300 --questions "$RUNS/choice-questions-n300.json" --option-dates false
+  python3 eval/answers/compare.py "$RUNS/answers-option-dates-off-n300" "$RUNS/answers-option-dates-n300" \
+    --show --out "$RUNS/answers-option-dates-n300/compare-choices.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -10,11 +10,12 @@
 #     paragraphs the context is chosen from; yes-no: --yes-no-bias from the fullwiki yes/no
 #     questions; options: --option-bias from the fullwiki "..., A or B?" questions;
 #     option-facts: --option-facts on the same questions against every default; full-dates:
-#     --full-dates on the tuning questions that ask for a date; extractive:
+#     --full-dates on the tuning questions that ask for a date; option-dates: --option-dates on
+#     the fullwiki questions asking for the earlier or later of two; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, option-facts, full-dates, extractive, sentence-links and em are not in
+#     (yes-no, options, option-facts, full-dates, option-dates, extractive, sentence-links and em are not in
 #     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -190,6 +191,14 @@ if [ "$stage" = full-dates ]; then
   DATES=$OUT/date_questions.json
   python3 eval/answers/date_questions.py "$QUESTIONS" "$DATES"
   off_and_on "$DATES" dates-full --full-dates
+fi
+if [ "$stage" = option-dates ]; then
+  # Every fullwiki question asking for the earlier or later of two names (a superset of those
+  # --option-dates can change; 20 of them are among the 240, too few alone), with every default
+  # and with --option-dates true.
+  CHOICES=$OUT/choice_questions.json
+  python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$CHOICES" --kind choice
+  off_and_on "$CHOICES" option-dates --option-dates
 fi
 if [ "$stage" = extractive ]; then
   # Answers kept a span of the prompt (--extractive true) with every other default, answer by

@@ -11,7 +11,7 @@ use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
-use crate::generate::{full_date, Generation, Generator, PromptSpec};
+use crate::generate::{full_date, option_dates, DatedChoice, Generation, Generator, PromptSpec};
 use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
 use context::{ScoredParagraph, SentenceWeights};
@@ -116,6 +116,9 @@ pub struct AskResult {
     pub dropped_paragraphs: usize,
     pub sources: Vec<Source>,
     pub generation: Generation,
+    /// How the answer was decided by its two documents' years (`--option-dates`), where it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dated_choice: Option<DatedChoice>,
     pub timings: AskTimings,
 }
 
@@ -243,6 +246,19 @@ impl<'a> Pipeline<'a> {
             })
             .flatten()
             .unwrap_or(answer);
+        // Without generation the answer is empty, which names no option: nothing is decided.
+        let decided = self
+            .generator
+            .decides_by_dates()
+            .then(|| {
+                let documents = passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
+                option_dates::decide(&response.query, &answer, documents)
+            })
+            .flatten();
+        let (answer, dated_choice) = match decided {
+            Some((decided, choice)) => (decided, Some(choice)),
+            None => (answer, None),
+        };
         let titles_used: Vec<&str> = passages.iter().map(|p| p.title.as_str()).collect();
         let sources = response
             .hits
@@ -289,6 +305,7 @@ impl<'a> Pipeline<'a> {
                 llama_ms,
             },
             generation,
+            dated_choice,
         })
     }
 

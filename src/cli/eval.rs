@@ -128,6 +128,7 @@ fn answering(args: &EvalArgs, generator: &Generator, spec: &PromptSpec) -> Answe
         option_bias: llm.option_bias.0,
         option_facts: llm.option_facts,
         full_dates: llm.full_dates,
+        option_dates: llm.option_dates,
         extractive: llm.extractive,
         yes_no_facts: llm.yes_no_facts,
     }

@@ -271,6 +271,14 @@ pub struct GeneratorSettingsArgs {
     /// one; `false`: the answer as generated.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub full_dates: bool,
+    /// `true` (default: on the 48 fullwiki questions asking for the earlier or later of two, 5
+    /// answers became right and 2 wrong, eval/answers/README.md): a question choosing the
+    /// earlier or later of two documents of the prompt by their titles ("Who was born first, A
+    /// or B?", "Between A and B, which is older?"), answered with a name of one of them, is
+    /// answered with the title whose document's text gives the earlier (or later) first year;
+    /// `false`: the answer as generated.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub option_dates: bool,
     /// `true`: every answer token is the most likely one that keeps the answer a span of the
     /// prompt's text (case aside) or a yes or a no; `false` (default: measured no better on the
     /// fullwiki questions, eval/answers/README.md): plain greedy decoding.
@@ -333,6 +341,7 @@ impl GeneratorSettingsArgs {
                 option_bias: self.option_bias.0,
                 option_facts: self.option_facts,
                 full_dates: self.full_dates,
+                option_dates: self.option_dates,
                 extractive: self.extractive,
                 yes_no_facts: self.yes_no_facts,
                 yes_no_prior: self.yes_no_prior,

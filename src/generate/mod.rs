@@ -21,6 +21,7 @@ pub mod extractive;
 pub mod facts;
 pub mod full_date;
 pub mod gguf;
+pub mod option_dates;
 pub mod options;
 pub mod prompt;
 pub mod yes_no;
@@ -39,6 +40,7 @@ use llama_cpp_2::token::LlamaToken;
 use cache::Cached;
 pub use decode::Generation;
 use extractive::Spans;
+pub use option_dates::DatedChoice;
 pub use options::OptionChoice;
 pub use prompt::{Prompt, PromptSpec, PromptStyle};
 use yes_no::YesNoTokens;
@@ -85,6 +87,10 @@ pub struct GeneratorOptions {
     /// that year in the prompt's documents ([`full_date`]); applied by the caller, who has the
     /// question and the documents apart.
     pub full_dates: bool,
+    /// A question choosing the earlier or later of two documents it names ("Who was born first,
+    /// A or B?") is answered from the first year each document gives ([`option_dates`]);
+    /// applied by the caller, as `full_dates` is.
+    pub option_dates: bool,
     /// Keep every answer a span of the prompt's text or a yes or a no; see [`extractive`]. Off
     /// by default: on 358 fullwiki questions it made 2 answers right and 1 wrong, F1 lower.
     pub extractive: bool,
@@ -107,6 +113,7 @@ impl Default for GeneratorOptions {
             option_bias: None,
             option_facts: false,
             full_dates: true,
+            option_dates: true,
             extractive: false,
             yes_no_prior: false,
         }
@@ -326,6 +333,12 @@ impl Generator {
     /// Whether a bare year asked for as a date is completed ([`GeneratorOptions::full_dates`]).
     pub fn completes_dates(&self) -> bool {
         self.options.full_dates
+    }
+
+    /// Whether earlier-or-later choices are decided by the documents' years
+    /// ([`GeneratorOptions::option_dates`]).
+    pub fn decides_by_dates(&self) -> bool {
+        self.options.option_dates
     }
 
     /// Whether answers record [`Generation::yes_no_prior`].

@@ -304,6 +304,7 @@ pub fn retrieval_config(
         option_bias: None,
         option_facts: false,
         full_dates: false,
+        option_dates: false,
         extractive: false,
         yes_no_facts: false,
         index: Some(index.to_path_buf()),

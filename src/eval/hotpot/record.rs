@@ -95,6 +95,9 @@ pub struct RunConfig {
     /// `--full-dates`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_dates: bool,
+    /// `--option-dates`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub option_dates: bool,
     /// `--extractive`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,
@@ -189,6 +192,10 @@ pub struct Prediction {
     /// How the answer was chosen between the question's two options, when it named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub option_choice: Option<crate::generate::OptionChoice>,
+    /// How the answer was decided by the years of the two documents it chose between
+    /// (`--option-dates`), where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dated_choice: Option<crate::generate::DatedChoice>,
     pub timings: PredictionTimings,
 }
 

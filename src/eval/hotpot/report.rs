@@ -324,6 +324,7 @@ mod tests {
             yes_no_margin: None,
             yes_no_prior: None,
             option_choice: None,
+            dated_choice: None,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
@@ -362,6 +363,7 @@ mod tests {
             option_bias: None,
             option_facts: false,
             full_dates: false,
+            option_dates: false,
             extractive: false,
             yes_no_facts: false,
             index: None,

@@ -332,6 +332,7 @@ fn predict(
         yes_no_margin: None,
         yes_no_prior: None,
         option_choice: None,
+        dated_choice: None,
         timings: PredictionTimings::default(),
     };
     if let Some(pipeline) = options.pipeline {
@@ -383,6 +384,7 @@ fn predict(
             prediction.yes_no_margin = g.yes_no_margin;
             prediction.yes_no_prior = g.yes_no_prior;
             prediction.option_choice = g.option_choice;
+            prediction.dated_choice = answer.dated_choice;
         }
         timings.prompt_tokens = g.prompt_tokens;
         timings.reused_tokens = g.reused_tokens;

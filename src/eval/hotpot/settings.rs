@@ -94,6 +94,7 @@ pub struct Answering {
     pub option_bias: Option<f32>,
     pub option_facts: bool,
     pub full_dates: bool,
+    pub option_dates: bool,
     pub extractive: bool,
     pub yes_no_facts: bool,
 }
@@ -149,6 +150,7 @@ impl RunConfig {
             option_bias: answering.and_then(|a| a.option_bias),
             option_facts: answering.is_some_and(|a| a.option_facts),
             full_dates: answering.is_some_and(|a| a.full_dates),
+            option_dates: answering.is_some_and(|a| a.option_dates),
             extractive: answering.is_some_and(|a| a.extractive),
             yes_no_facts: answering.is_some_and(|a| a.yes_no_facts),
             index: retriever.map(|r| r.index.dir.clone()),
