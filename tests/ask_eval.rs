@@ -563,9 +563,11 @@ fn zorbland_dated() -> Vec<Paragraph> {
 fn option_answers_are_decided_after_the_facts_on_the_real_model() {
     let llms = common::all_llms("option_answers_are_decided_after_the_facts_on_the_real_model");
     let passages = zorbland_dated();
+    // The dates would decide this question first (`option_dates`): the facts are tested alone.
     let with = |option_bias: Option<f32>| GeneratorOptions {
         option_bias,
         option_facts: true,
+        option_dates: false,
         ..Default::default()
     };
     let question = "Who was born first, Ada Lorne or Bo Renn?";
