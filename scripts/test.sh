@@ -19,6 +19,19 @@ if [ ! -f "${RAG_LLM:-$llm}" ]; then
          echo "note: no GGUF generator, so the generation tests will SKIP (scripts/fetch-models.sh llm or llm-small fetches one)" ;;
   esac
 fi
+# The demo question (tests/demo_question.rs) is asked of the default generator on the default
+# index, as scripts/setup.sh ends: with models and data required, the generator is fetched and
+# index/default is built as setup builds it where it is missing (about 6-10 minutes on two
+# cores; a fresh clone, as in CI, has none).
+requires() { case ",${RAG_REQUIRE:-}," in *,"$1",*|*,all,*) return 0 ;; esac; return 1; }
+if requires models && requires data; then
+  [ -f "${RAG_LLM:-$llm}" ] || scripts/fetch-models.sh llm
+  if [ -z "${RAG_INDEX:-}" ] && [ ! -f index/default/manifest.json ]; then
+    cargo build --release --quiet
+    echo "building index/default for the demo question"
+    nice "$RAG_BIN" index --layers 1,3,6
+  fi
+fi
 # The cluster test (tests/cluster.rs) runs a local Ray cluster: with RAG_REQUIRE set, Ray is
 # installed (cluster/setup.sh: PyPI, into a cached virtual environment) and then required.
 if [ -n "${RAG_REQUIRE:-}" ]; then
