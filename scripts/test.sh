@@ -11,19 +11,19 @@ scripts/fetch-models.sh encoder
 # Integration tests that need a model or the data skip when it is missing, unless RAG_REQUIRE
 # (CI sets RAG_REQUIRE=models,data) names it: then they fail. The generation tests use the
 # default generator, else the small one, which is fetched here when models are required.
+requires() { case ",${RAG_REQUIRE:-}," in *,"$1",*|*,all,*) return 0 ;; esac; return 1; }
 llm=data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 if [ ! -f "${RAG_LLM:-$llm}" ]; then
-  case ",${RAG_REQUIRE:-}," in
-    *,models,*|*,all,*) scripts/fetch-models.sh llm-small ;;
-    *) [ -f data/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf ] ||
-         echo "note: no GGUF generator, so the generation tests will SKIP (scripts/fetch-models.sh llm or llm-small fetches one)" ;;
-  esac
+  if requires models; then
+    scripts/fetch-models.sh llm-small
+  elif [ ! -f data/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf ]; then
+    echo "note: no GGUF generator, so the generation tests will SKIP (scripts/fetch-models.sh llm or llm-small fetches one)"
+  fi
 fi
 # The demo question (tests/demo_question.rs) is asked of the default generator on the default
 # index, as scripts/setup.sh ends: with models and data required, the generator is fetched and
 # index/default is built as setup builds it where it is missing (about 6-10 minutes on two
 # cores; a fresh clone, as in CI, has none).
-requires() { case ",${RAG_REQUIRE:-}," in *,"$1",*|*,all,*) return 0 ;; esac; return 1; }
 if requires models && requires data; then
   [ -f "${RAG_LLM:-$llm}" ] || scripts/fetch-models.sh llm
   if [ -z "${RAG_INDEX:-}" ] && [ ! -f index/default/manifest.json ]; then

@@ -26,6 +26,7 @@ pub struct DatedChoice {
     pub years: [u32; 2],
     /// Whether the question asks for the later one (else the earlier).
     pub later: bool,
+    /// Which of `options` the years chose.
     pub chosen: usize,
     /// The answer as generated, before this choice.
     pub answer_before: String,
@@ -104,10 +105,12 @@ fn chosen_between(question: &str, documents: &[(&str, &str)]) -> Option<[usize; 
     // Poulsen" over "Christian Poulsen (chess player)"), else the first in the prompt.
     let mut order: Vec<usize> = (0..documents.len()).collect();
     order.sort_by_key(|&i| documents[i].0 != without_disambiguation(documents[i].0));
+    let mut seen = HashSet::new();
     let mut named: Vec<(usize, usize, usize)> = Vec::new();
     for i in order {
         let title = without_disambiguation(documents[i].0).to_lowercase();
-        if title.is_empty() || named.iter().any(|&(_, _, j)| same_title(documents, i, j)) {
+        // "Ed Wood" and "Ed Wood (film)" are no choice: the first of them stands for both.
+        if title.is_empty() || !seen.insert(title.clone()) {
             continue;
         }
         if let Some(at) = whole_word(&question, &title) {
@@ -137,13 +140,6 @@ fn chosen_between(question: &str, documents: &[(&str, &str)]) -> Option<[usize; 
         (2, 1) => Some([named[0].2, named[1].2]),
         _ => None,
     }
-}
-
-/// Whether documents `i` and `j` have the same title once disambiguation is dropped ("Ed Wood"
-/// and "Ed Wood (film)"): such a pair is no choice, and one stands for both.
-fn same_title(documents: &[(&str, &str)], i: usize, j: usize) -> bool {
-    let title = |k: usize| without_disambiguation(documents[k].0).to_lowercase();
-    title(i) == title(j)
 }
 
 /// Whether `answer` has a word of exactly one option that the other lacks ("Harvey Lawrence

@@ -73,19 +73,20 @@ impl PackedLinear {
     }
 }
 
-/// Where the tile of row `row` starts ([`F32Source::xs`]), of the chunk from row `chunk` on:
-/// `tiles` from [`with_tile_rows`] for that chunk, `xs` the whole input.
+/// Where the tile of row `row` starts ([`F32Source::xs`]) for `isa`'s kernel, of the chunk
+/// from row `chunk` on: `tiles` from [`with_tile_rows`] for that chunk, `xs` the whole input.
 pub(super) fn tile_start(
+    isa: Isa,
     xs: &[f32],
     tiles: &[f32],
     in_dim: usize,
     chunk: usize,
     row: usize,
 ) -> *const f32 {
-    if tiles.is_empty() {
-        xs[row * in_dim..].as_ptr()
-    } else {
+    if interleaves(isa) {
         tiles[(row - chunk) * in_dim..].as_ptr()
+    } else {
+        xs[row * in_dim..].as_ptr()
     }
 }
 

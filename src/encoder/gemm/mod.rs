@@ -234,7 +234,7 @@ impl PackedLinear {
                     let depth = depth..self.in_dim.min(depth + DEPTH_BLOCK);
                     let finish = (depth.end == self.in_dim).then_some(epilogue);
                     self.tiles(rows.clone(), panel, dst, finish, |row| F32Source {
-                        xs: float::tile_start(xs, tiles, self.in_dim, rows.start, row),
+                        xs: float::tile_start(*isa, xs, tiles, self.in_dim, rows.start, row),
                         in_dim: self.in_dim,
                         weights: panels[panel * self.in_dim..].as_ptr().cast::<f32>(),
                         depth: depth.clone(),
