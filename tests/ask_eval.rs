@@ -637,6 +637,21 @@ fn a_year_asked_when_becomes_the_documents_full_date_on_the_real_model() {
     }
 }
 
+/// `question` answered by `llm` with `options` from `passages` whole, the default prompt.
+fn ask_whole(
+    llm: &Path,
+    options: &GeneratorOptions,
+    passages: &[Paragraph],
+    question: &str,
+) -> rag::ask::AskResult {
+    let generator = Generator::load(llm, options).unwrap();
+    let spec = PromptSpec::from_flags(None, None).unwrap();
+    let response = SearchResponse::of_passages(question, passages);
+    from_paragraphs(&generator, &spec)
+        .answer_from(response, &whole_paragraphs(), Instant::now(), |_| true)
+        .unwrap()
+}
+
 /// On every generator present: an answer to "who was born first, A or B?" naming either is
 /// the title whose document gives the earlier year (`option_dates`, on by default), recorded
 /// with both years; with it off the answer is the generated one and nothing is recorded.
@@ -646,8 +661,6 @@ fn an_earlier_or_later_choice_is_decided_by_the_documents_years_on_the_real_mode
         "an_earlier_or_later_choice_is_decided_by_the_documents_years_on_the_real_model",
     );
     let passages = zorbland_dated();
-    let spec = PromptSpec::from_flags(None, None).unwrap();
-    let whole = whole_paragraphs();
     for (question, right) in [
         ("Who was born first, Ada Lorne or Bo Renn?", "Bo Renn"),
         ("Who is younger, Bo Renn or Ada Lorne?", "Ada Lorne"),
@@ -659,11 +672,7 @@ fn an_earlier_or_later_choice_is_decided_by_the_documents_years_on_the_real_mode
                     option_dates,
                     ..Default::default()
                 };
-                let generator = Generator::load(llm, &options).unwrap();
-                let response = SearchResponse::of_passages(question, &passages);
-                from_paragraphs(&generator, &spec)
-                    .answer_from(response, &whole, Instant::now(), |_| true)
-                    .unwrap()
+                ask_whole(llm, &options, &passages, question)
             };
             let off = ask(false);
             assert_eq!(off.answer, off.generation.text.trim(), "{name}: {question}");
@@ -684,6 +693,92 @@ fn an_earlier_or_later_choice_is_decided_by_the_documents_years_on_the_real_mode
             assert_eq!(choice.years, born, "{name}: {question}");
             assert_eq!(on.answer, right, "{name}: {question}");
         }
+    }
+}
+
+/// On every generator present: an answer to "which has more acts, A or B?" naming exactly one
+/// of them (or giving a count) is the title whose document gives the larger count
+/// (`option_counts`, on by default), recorded with both counts; with it off the answer is the
+/// generated one and nothing is recorded. An answer naming both ("A has more acts than B", the
+/// 0.5B's way) is decided too, one naming neither is left as generated; each model must have
+/// at least one of the questions decided.
+/// The operas are made up, so the model knows nothing of them but the prompt.
+#[test]
+fn a_more_or_fewer_choice_is_decided_by_the_documents_counts_on_the_real_model() {
+    let llms = common::all_llms(
+        "a_more_or_fewer_choice_is_decided_by_the_documents_counts_on_the_real_model",
+    );
+    let opera = |title: &str, text: &str| Paragraph {
+        title: title.into(),
+        text: text.into(),
+        links: Vec::new(),
+        source: None,
+    };
+    let passages = vec![
+        opera(
+            "Vellamira",
+            "Vellamira is an opera in two acts by Oskar Thenn, first staged in Quimby.",
+        ),
+        opera(
+            "The Glass Harbour",
+            "The Glass Harbour is an opera in seven acts by Ada Lorne, set in a port city.",
+        ),
+    ];
+    for llm in &llms {
+        let name = llm.display();
+        let mut decided = 0;
+        let mut undecided = Vec::new();
+        for (question, right) in [
+            (
+                "Which opera has more acts, Vellamira or The Glass Harbour?",
+                "The Glass Harbour",
+            ),
+            (
+                "Which opera has fewer acts, The Glass Harbour or Vellamira?",
+                "Vellamira",
+            ),
+            (
+                "Which has more acts, The Glass Harbour or Vellamira?",
+                "The Glass Harbour",
+            ),
+        ] {
+            let ask = |option_counts: bool| {
+                let options = GeneratorOptions {
+                    option_counts,
+                    ..Default::default()
+                };
+                ask_whole(llm, &options, &passages, question)
+            };
+            let off = ask(false);
+            assert_eq!(off.answer, off.generation.text.trim(), "{name}: {question}");
+            assert!(off.counted_choice.is_none(), "{name}: {question}");
+            let on = ask(true);
+            let Some(choice) = on.counted_choice else {
+                let said = off.answer.to_lowercase();
+                let names = ["vellamira", "glass harbour"].map(|t| said.contains(t));
+                assert_eq!(names, [false; 2], "{name}: {question}: {said:?} names one");
+                assert_eq!(on.answer, off.answer, "{name}: {question}");
+                undecided.push(off.answer);
+                continue;
+            };
+            decided += 1;
+            assert_eq!(choice.answer_before, off.answer, "{name}: greedy both ways");
+            let acts = if choice.options[0] == "Vellamira" {
+                [2, 7]
+            } else {
+                [7, 2]
+            };
+            assert_eq!(
+                (choice.counts, choice.thing.as_str()),
+                (acts, "acts"),
+                "{name}"
+            );
+            assert_eq!(on.answer, right, "{name}: {question}");
+        }
+        assert!(
+            decided > 0,
+            "{name}: no question decided by the counts: {undecided:?}"
+        );
     }
 }
 

@@ -6,9 +6,12 @@ a question:
 - `--kind choice`: those asking for the earlier or the later of two (first, older, younger,
   more recent, ...) and joining names with "or" or "and", which `--option-dates` can change
   (src/generate/option_dates.rs; whether the names are two of the prompt's titles is only known
-  once the prompt is built, so this is a superset).
+  once the prompt is built, so this is a superset);
+- `--kind count`: those asking which has more or fewer of a plural thing ("more species"),
+  joining names with "or" or "and", which `--option-counts` can change
+  (src/generate/option_counts.rs; a superset, as for `choice`).
 
-    python3 eval/answers/date_questions.py QUESTIONS OUT [--kind when|choice] [--limit N]
+    python3 eval/answers/date_questions.py QUESTIONS OUT [--kind when|choice|count] [--limit N]
 """
 import argparse
 import json
@@ -19,13 +22,19 @@ EARLIER = re.compile(r"\b(?:first|earlier|earliest|older|oldest|longer ago)\b", 
 LATER = re.compile(
     r"\b(?:later|latest|younger|youngest|newer|newest|more recent(?:ly)?|most recent(?:ly)?)\b", re.I)
 JOINS = re.compile(r"\b(?:or|and)\b", re.I)
+# option_counts.rs's ASKED, without its "than" and "how many" exclusions (a superset).
+MORE_OF = re.compile(r"\b(?:more|fewer|less)\s+(?:[a-z'-]+\s+){0,2}?[a-z-]+s\b", re.I)
 
 
 def asks_earlier_or_later(question):
     return bool(EARLIER.search(question)) != bool(LATER.search(question)) and bool(JOINS.search(question))
 
 
-KINDS = {"when": ASKS_FOR_DATE.search, "choice": asks_earlier_or_later}
+def asks_more_or_fewer(question):
+    return bool(MORE_OF.search(question)) and bool(JOINS.search(question))
+
+
+KINDS = {"when": ASKS_FOR_DATE.search, "choice": asks_earlier_or_later, "count": asks_more_or_fewer}
 
 
 def main():

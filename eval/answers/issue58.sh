@@ -10,7 +10,7 @@
 #                                      # bias.py raw and calibrated
 #   eval/answers/issue58.sh yes-no-facts  # the same questions decided after the facts
 #                                      # (--yes-no-facts true), bias 0; bias.py raw
-#   eval/answers/issue58.sh timing     # the warm ask's time split (time_split.py)
+#   eval/answers/issue58.sh timing     # the warm ask's time split (time_split.py); TIMING_OUT=DIR writes elsewhere
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAG=${RAG:-./rag}
@@ -58,7 +58,7 @@ PY
   fi
   ;;
 timing)
-  python3 eval/answers/time_split.py --rag "$RAG" --limit "${TIMING_QUESTIONS:-20}" --out eval/answers/timing
+  python3 eval/answers/time_split.py --rag "$RAG" --limit "${TIMING_QUESTIONS:-20}" --out "${TIMING_OUT:-eval/answers/timing}"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

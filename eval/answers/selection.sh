@@ -24,6 +24,8 @@
 #                                         # answered afresh, against em-default's (reports)
 #   eval/answers/selection.sh em-option-dates  # the same once --option-dates is a default,
 #                                         # against em-full-dates' (reports)
+#   eval/answers/selection.sh em-option-counts  # the same once --option-counts is a default,
+#                                         # against em-option-dates' (reports)
 set -euo pipefail
 # One function, called on the last line: bash has read the whole script before it runs any of
 # it, so editing the script while a stage runs (they run for hours) cannot change that run.
@@ -36,7 +38,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates or em-option-dates}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates or em-option-counts}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -189,6 +191,20 @@ em-option-dates)
   answers "$RUNS" answers-option-dates-off-n300 --questions "$RUNS/choice-questions-n300.json" --option-dates false
   python3 eval/answers/compare.py "$RUNS/answers-option-dates-off-n300" "$RUNS/answers-option-dates-n300" \
     --show --out "$RUNS/answers-option-dates-n300/compare-choices.json"
+  ;;
+em-option-counts)
+  # Reports: every default over the first 300, all answered afresh, now that a more-or-fewer
+  # choice between two documents is decided by their counts (chosen on fullwiki: tune.sh
+  # option-counts), against the default before it (answered on the machine that run names).
+  answers "$RUNS" answers-option-counts-n300 --limit 300
+  python3 eval/answers/compare.py "$RUNS/answers-option-dates-n300" "$RUNS/answers-option-counts-n300" \
+    --show --out "$RUNS/answers-option-counts-n300/compare.json"
+  # Its own share, apart from the generator's machine: the count questions of the 300 (a
+  # superset of those it can change) answered here with --option-counts false.
+  python3 eval/answers/date_questions.py "$DISTRACTOR" "$RUNS/count-questions-n300.json" --kind count --limit 300
+  answers "$RUNS" answers-option-counts-off-n300 --questions "$RUNS/count-questions-n300.json" --option-counts false
+  python3 eval/answers/compare.py "$RUNS/answers-option-counts-off-n300" "$RUNS/answers-option-counts-n300" \
+    --show --out "$RUNS/answers-option-counts-n300/compare-counts.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

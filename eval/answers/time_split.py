@@ -46,6 +46,8 @@ def main():
     with open(args.questions) as f:
         records = json.load(f)[: args.limit + 1]
     log = open(os.path.join(args.out, "time_split.log"), "w")
+    # What else the machine was doing: the split is meant for a quiet one.
+    load_before = os.getloadavg()
     server, client = start(args.rag, args.port, args.index, args.llm, log)
     rows = []
     try:
@@ -73,7 +75,8 @@ def main():
     summary = {
         "questions": len(rows),
         "cpu_flags": cpu_flags(),
-        "note": "measured on a shared machine (2 cores, other processes running)",
+        "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},
+        "cpus": os.cpu_count(),
         "median_ms": {k: round(v, 1) for k, v in median.items()},
         "share_of_median_total": {k: round(median[k] / total, 3) for k in PARTS},
         "median_share_outside_prefill_and_generation": round(statistics.median(other), 3),

@@ -11,11 +11,14 @@
 #     questions; options: --option-bias from the fullwiki "..., A or B?" questions;
 #     option-facts: --option-facts on the same questions against every default; full-dates:
 #     --full-dates on the tuning questions that ask for a date; option-dates: --option-dates on
-#     the fullwiki questions asking for the earlier or later of two; extractive:
+#     the fullwiki questions asking for the earlier or later of two; option-names: answers
+#     naming an option made that option, on the fullwiki "..., A or B?" questions (counted,
+#     not kept); option-counts: --option-counts on the fullwiki questions asking which of two
+#     has more or fewer; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, option-facts, full-dates, option-dates, extractive, sentence-links and em are not in
+#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, extractive, sentence-links and em are not in
 #     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -199,6 +202,24 @@ if [ "$stage" = option-dates ]; then
   CHOICES=$OUT/choice_questions.json
   python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$CHOICES" --kind choice
   off_and_on "$CHOICES" option-dates --option-dates
+fi
+if [ "$stage" = option-names ]; then
+  # The 99 fullwiki "..., A or B?" questions (yes/no answers aside) with every default; then
+  # option_snap.py counts what answering with the option an answer names (as the question
+  # writes it) would change: a step after generation, so the same greedy answers serve both.
+  # It changed 4 answers, none to right and one to wrong, so no such step was kept.
+  option_questions
+  echo "== option-names-false"
+  "$RAG" eval --questions "$OPTIONS" --runs-dir "$OUT" --name option-names-false | grep -E '^\| 6 '
+  python3 eval/answers/option_snap.py "$OUT/option-names-false" --out "$OUT/option-names-false/snap.json"
+fi
+if [ "$stage" = option-counts ]; then
+  # Every fullwiki question asking which of two has more or fewer of a thing (a superset of
+  # those --option-counts can change; too few among the 240 alone), with every default and
+  # with --option-counts true.
+  COUNTS=$OUT/count_questions.json
+  python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$COUNTS" --kind count
+  off_and_on "$COUNTS" option-counts --option-counts
 fi
 if [ "$stage" = extractive ]; then
   # Answers kept a span of the prompt (--extractive true) with every other default, answer by

@@ -11,7 +11,10 @@ use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
-use crate::generate::{full_date, option_dates, DatedChoice, Generation, Generator, PromptSpec};
+use crate::generate::{
+    full_date, option_counts, option_dates, CountedChoice, DatedChoice, Generation, Generator,
+    PromptSpec,
+};
 use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
 use context::{ScoredParagraph, SentenceWeights};
@@ -119,6 +122,9 @@ pub struct AskResult {
     /// How the answer was decided by its two documents' years (`--option-dates`), where it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dated_choice: Option<DatedChoice>,
+    /// How the answer was decided by its two documents' counts (`--option-counts`), where it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counted_choice: Option<CountedChoice>,
     pub timings: AskTimings,
 }
 
@@ -247,15 +253,20 @@ impl<'a> Pipeline<'a> {
             .flatten()
             .unwrap_or(answer);
         // Without generation the answer is empty, which names no option: nothing is decided.
+        let documents = || passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
         let decided = self
             .generator
             .decides_by_dates()
-            .then(|| {
-                let documents = passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
-                option_dates::decide(&response.query, &answer, documents)
-            })
+            .then(|| option_dates::decide(&response.query, &answer, documents()))
             .flatten();
         let (answer, dated_choice) = match decided {
+            Some((decided, choice)) => (decided, Some(choice)),
+            None => (answer, None),
+        };
+        let counted = (dated_choice.is_none() && self.generator.decides_by_counts())
+            .then(|| option_counts::decide(&response.query, &answer, documents()))
+            .flatten();
+        let (answer, counted_choice) = match counted {
             Some((decided, choice)) => (decided, Some(choice)),
             None => (answer, None),
         };
@@ -306,6 +317,7 @@ impl<'a> Pipeline<'a> {
             },
             generation,
             dated_choice,
+            counted_choice,
         })
     }
 

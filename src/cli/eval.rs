@@ -129,6 +129,7 @@ fn answering(args: &EvalArgs, generator: &Generator, spec: &PromptSpec) -> Answe
         option_facts: llm.option_facts,
         full_dates: llm.full_dates,
         option_dates: llm.option_dates,
+        option_counts: llm.option_counts,
         extractive: llm.extractive,
         yes_no_facts: llm.yes_no_facts,
     }

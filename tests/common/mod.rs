@@ -305,6 +305,7 @@ pub fn retrieval_config(
         option_facts: false,
         full_dates: false,
         option_dates: false,
+        option_counts: false,
         extractive: false,
         yes_no_facts: false,
         index: Some(index.to_path_buf()),

@@ -98,6 +98,9 @@ pub struct RunConfig {
     /// `--option-dates`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub option_dates: bool,
+    /// `--option-counts`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub option_counts: bool,
     /// `--extractive`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,
@@ -196,6 +199,10 @@ pub struct Prediction {
     /// (`--option-dates`), where it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dated_choice: Option<crate::generate::DatedChoice>,
+    /// How the answer was decided by the counts the two documents it chose between give
+    /// (`--option-counts`), where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_choice: Option<crate::generate::CountedChoice>,
     pub timings: PredictionTimings,
 }
 

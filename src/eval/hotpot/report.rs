@@ -325,6 +325,7 @@ mod tests {
             yes_no_prior: None,
             option_choice: None,
             dated_choice: None,
+            counted_choice: None,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
@@ -364,6 +365,7 @@ mod tests {
             option_facts: false,
             full_dates: false,
             option_dates: false,
+            option_counts: false,
             extractive: false,
             yes_no_facts: false,
             index: None,

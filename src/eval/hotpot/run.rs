@@ -333,6 +333,7 @@ fn predict(
         yes_no_prior: None,
         option_choice: None,
         dated_choice: None,
+        counted_choice: None,
         timings: PredictionTimings::default(),
     };
     if let Some(pipeline) = options.pipeline {
@@ -385,6 +386,7 @@ fn predict(
             prediction.yes_no_prior = g.yes_no_prior;
             prediction.option_choice = g.option_choice;
             prediction.dated_choice = answer.dated_choice;
+            prediction.counted_choice = answer.counted_choice;
         }
         timings.prompt_tokens = g.prompt_tokens;
         timings.reused_tokens = g.reused_tokens;

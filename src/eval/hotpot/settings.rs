@@ -95,6 +95,7 @@ pub struct Answering {
     pub option_facts: bool,
     pub full_dates: bool,
     pub option_dates: bool,
+    pub option_counts: bool,
     pub extractive: bool,
     pub yes_no_facts: bool,
 }
@@ -151,6 +152,7 @@ impl RunConfig {
             option_facts: answering.is_some_and(|a| a.option_facts),
             full_dates: answering.is_some_and(|a| a.full_dates),
             option_dates: answering.is_some_and(|a| a.option_dates),
+            option_counts: answering.is_some_and(|a| a.option_counts),
             extractive: answering.is_some_and(|a| a.extractive),
             yes_no_facts: answering.is_some_and(|a| a.yes_no_facts),
             index: retriever.map(|r| r.index.dir.clone()),
