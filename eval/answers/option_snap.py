@@ -10,8 +10,12 @@ usage: option_snap.py RUN_DIR [--out FILE]
 import argparse
 import json
 import re
-import string
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import predictions  # noqa: E402
+from selection_report import normalize  # noqa: E402
 
 
 def bare(text):
@@ -61,20 +65,12 @@ def named(answer, options):
     return hits.index(True) if hits.count(True) == 1 else None
 
 
-def normalize(text):
-    """HotpotQA's normalize_answer."""
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("run")
     p.add_argument("--out")
     args = p.parse_args()
-    rows = predictions(args.run)
+    rows = list(predictions(args.run).values())
     counts = dict(questions=len(rows), options=0, names_one=0, changed=0, became_right=0,
                   became_wrong=0, right_before=0, right_after=0)
     changed = []
@@ -104,10 +100,6 @@ def main():
         print(f"  {c['before']!r} -> {c['after']!r} (gold {c['gold']!r})")
     if args.out:
         json.dump(dict(counts, changed_answers=changed), open(args.out, "w"), indent=1)
-
-
-def predictions(run):
-    return [json.loads(line) for line in (Path(run) / "predictions.jsonl").open()]
 
 
 if __name__ == "__main__":

@@ -51,6 +51,20 @@ answers() { # DIR NAME FLAGS...
   echo "== $name: $*"
   "$RAG" eval --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
 }
+# Stages em-option-dates and em-option-counts: every default over the first 300 (run
+# answers-FLAG-n300) against the run answers-BEFORE-n300; then the step's own share, apart from
+# the generator's machine: the questions of KIND of the 300 (date_questions.py, a superset of
+# those it can change) answered here with --FLAG false, compared in compare-TAG.json.
+decided_by_documents() { # FLAG BEFORE KIND TAG
+  local flag=$1 before=$2 kind=$3 tag=$4
+  answers "$RUNS" "answers-$flag-n300" --limit 300
+  python3 eval/answers/compare.py "$RUNS/answers-$before-n300" "$RUNS/answers-$flag-n300" \
+    --show --out "$RUNS/answers-$flag-n300/compare.json"
+  python3 eval/answers/date_questions.py "$DISTRACTOR" "$RUNS/$kind-questions-n300.json" --kind "$kind" --limit 300
+  answers "$RUNS" "answers-$flag-off-n300" --questions "$RUNS/$kind-questions-n300.json" "--$flag" false
+  python3 eval/answers/compare.py "$RUNS/answers-$flag-off-n300" "$RUNS/answers-$flag-n300" \
+    --show --out "$RUNS/answers-$flag-n300/compare-$tag.json"
+}
 # The selection to answer with (a context run sel-$CHOSEN of stage contexts or weights) and its
 # flags: the best answer-in-context at an unchanged prompt length (floor2 lost, selection.md).
 CHOSEN=${CHOSEN:-w-rank0.15}
@@ -182,29 +196,13 @@ em-option-dates)
   # Reports: every default over the first 300, all answered afresh, now that an earlier-or-later
   # choice between two documents is decided by their years (chosen on fullwiki: tune.sh
   # option-dates), against the default before it.
-  answers "$RUNS" answers-option-dates-n300 --limit 300
-  python3 eval/answers/compare.py "$RUNS/answers-full-dates-n300" "$RUNS/answers-option-dates-n300" \
-    --show --out "$RUNS/answers-option-dates-n300/compare.json"
-  # Its own share, apart from the generator's machine: the choice questions of the 300 (a
-  # superset of those it can change) answered here with --option-dates false.
-  python3 eval/answers/date_questions.py "$DISTRACTOR" "$RUNS/choice-questions-n300.json" --kind choice --limit 300
-  answers "$RUNS" answers-option-dates-off-n300 --questions "$RUNS/choice-questions-n300.json" --option-dates false
-  python3 eval/answers/compare.py "$RUNS/answers-option-dates-off-n300" "$RUNS/answers-option-dates-n300" \
-    --show --out "$RUNS/answers-option-dates-n300/compare-choices.json"
+  decided_by_documents option-dates full-dates choice choices
   ;;
 em-option-counts)
-  # Reports: every default over the first 300, all answered afresh, now that a more-or-fewer
-  # choice between two documents is decided by their counts (chosen on fullwiki: tune.sh
-  # option-counts), against the default before it (answered on the machine that run names).
-  answers "$RUNS" answers-option-counts-n300 --limit 300
-  python3 eval/answers/compare.py "$RUNS/answers-option-dates-n300" "$RUNS/answers-option-counts-n300" \
-    --show --out "$RUNS/answers-option-counts-n300/compare.json"
-  # Its own share, apart from the generator's machine: the count questions of the 300 (a
-  # superset of those it can change) answered here with --option-counts false.
-  python3 eval/answers/date_questions.py "$DISTRACTOR" "$RUNS/count-questions-n300.json" --kind count --limit 300
-  answers "$RUNS" answers-option-counts-off-n300 --questions "$RUNS/count-questions-n300.json" --option-counts false
-  python3 eval/answers/compare.py "$RUNS/answers-option-counts-off-n300" "$RUNS/answers-option-counts-n300" \
-    --show --out "$RUNS/answers-option-counts-n300/compare-counts.json"
+  # Reports: the same once a more-or-fewer choice between two documents is decided by their
+  # counts (chosen on fullwiki: tune.sh option-counts), against the default before it
+  # (answered on the machine that run names).
+  decided_by_documents option-counts option-dates count counts
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

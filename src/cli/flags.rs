@@ -283,7 +283,7 @@ pub struct GeneratorSettingsArgs {
     /// something, 2 answers became right and none wrong, eval/answers/README.md): a question
     /// choosing whichever of two documents of the prompt it names by their titles has more (or
     /// fewer) of a thing ("Which has more species, A or B?", "Which opera has more acts, A or
-    /// B?"), answered with a name of one of them or a bare number, is answered with the title
+    /// B?"), answered with a name of one or both of them or a bare number, is answered with the title
     /// whose document gives the larger (smaller) first count of it ("about 15 species", "in
     /// five acts"); `false`: the answer as generated.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]

@@ -42,33 +42,36 @@ static ASKED: LazyLock<Regex> = LazyLock::new(|| {
 /// does the genus with more of them have?").
 static HOW_MANY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\b(?:how many|what number)\b").expect("a pattern"));
-/// A count as Wikipedia's text writes one: digits (with thousands separators; of a range,
-/// "75–100", the first) or a number word.
-const COUNT: &str = r"(\d{1,3}(?:,\d{3})+|\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred)";
-const WORDS: [&str; 20] = [
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-];
-const TENS: [&str; 8] = [
-    "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred",
+/// Counts written out in words, with their values.
+const NUMBER_WORDS: [(&str, u64); 28] = [
+    ("one", 1),
+    ("two", 2),
+    ("three", 3),
+    ("four", 4),
+    ("five", 5),
+    ("six", 6),
+    ("seven", 7),
+    ("eight", 8),
+    ("nine", 9),
+    ("ten", 10),
+    ("eleven", 11),
+    ("twelve", 12),
+    ("thirteen", 13),
+    ("fourteen", 14),
+    ("fifteen", 15),
+    ("sixteen", 16),
+    ("seventeen", 17),
+    ("eighteen", 18),
+    ("nineteen", 19),
+    ("twenty", 20),
+    ("thirty", 30),
+    ("forty", 40),
+    ("fifty", 50),
+    ("sixty", 60),
+    ("seventy", 70),
+    ("eighty", 80),
+    ("ninety", 90),
+    ("hundred", 100),
 ];
 
 /// The answer to `question` decided by the counts the two documents (title, text) it chooses
@@ -126,8 +129,12 @@ pub fn decide<'d>(
 /// "39 Grand Slam titles", "five acts").
 fn counter(thing: &str) -> Regex {
     let singular = thing.strip_suffix('s').unwrap_or(thing);
+    // A count as Wikipedia's text writes one: digits (with thousands separators; of a range,
+    // "75–100", the first) or a number word.
+    let words: Vec<&str> = NUMBER_WORDS.iter().map(|&(word, _)| word).collect();
     let pattern = format!(
-        r"(?i)\b{COUNT}(?:\s*(?:–|-|to)\s*\d+)?\s+((?:[\w'-]+\s+){{0,3}}?){}(?:s|es)?\b",
+        r"(?i)\b(\d{{1,3}}(?:,\d{{3}})+|\d+|{})(?:\s*(?:–|-|to)\s*\d+)?\s+((?:[\w'-]+\s+){{0,3}}?){}(?:s|es)?\b",
+        words.join("|"),
         regex::escape(singular)
     );
     Regex::new(&pattern).expect("an escaped pattern")
@@ -161,15 +168,8 @@ fn first_count(counter: &Regex, text: &str) -> Option<u64> {
 /// A count's value: digits (thousands separators aside) or a number word.
 fn parse_count(text: &str) -> Option<u64> {
     let text = text.to_lowercase();
-    if let Some(i) = WORDS.iter().position(|w| *w == text) {
-        return Some(i as u64 + 1);
-    }
-    if let Some(i) = TENS.iter().position(|w| *w == text) {
-        return Some(if i == TENS.len() - 1 {
-            100
-        } else {
-            30 + 10 * i as u64
-        });
+    if let Some(&(_, value)) = NUMBER_WORDS.iter().find(|&&(word, _)| word == text) {
+        return Some(value);
     }
     let digits = text.replace(',', "");
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
