@@ -637,6 +637,39 @@ fn a_year_asked_when_becomes_the_documents_full_date_on_the_real_model() {
     }
 }
 
+/// On every generator present: a count asked for in digits, which the documents write only as
+/// a word, is answered with the documents' word (`number_words`, on by default), and stays
+/// the digits with it off.
+#[test]
+fn a_bare_number_becomes_the_documents_number_word_on_the_real_model() {
+    let llms =
+        common::all_llms("a_bare_number_becomes_the_documents_number_word_on_the_real_model");
+    let passages = [Paragraph {
+        title: "Glimmerfly".into(),
+        text: "The glimmerfly is an insect of Zorbland. It has six legs and two pairs of wings."
+            .into(),
+        links: Vec::new(),
+        source: None,
+    }];
+    let question = "How many legs does the glimmerfly have? Answer with digits.";
+    let with = |number_words: bool| GeneratorOptions {
+        number_words,
+        ..Default::default()
+    };
+    for llm in llms {
+        let name = llm.display();
+        let (plain, g) = generated(&llm, &with(false), &passages, question);
+        assert_eq!(plain, g.text, "{name}: nothing rewritten with the step off");
+        assert_eq!(
+            plain.trim(),
+            "6",
+            "{name}: the test needs digits to rewrite"
+        );
+        let (worded, g) = generated(&llm, &with(true), &passages, question);
+        assert_eq!((g.text.trim(), worded.as_str()), ("6", "six"), "{name}");
+    }
+}
+
 /// `question` answered by `llm` with `options` from `passages` whole, the default prompt.
 fn ask_whole(
     llm: &Path,

@@ -9,9 +9,13 @@ a question:
   once the prompt is built, so this is a superset);
 - `--kind count`: those asking which has more or fewer of a plural thing ("more species"),
   joining names with "or" or "and", which `--option-counts` can change
-  (src/generate/option_counts.rs; a superset, as for `choice`).
+  (src/generate/option_counts.rs; a superset, as for `choice`);
+- `--kind number`: those asking for a count or a place in an order ("how many", "in what
+  order"), whose answers are the bare numbers `--number-words` can change
+  (src/generate/number_words.rs; any answer that is a bare number can change, so this is not a
+  superset: the 240 tuning questions are run whole beside it).
 
-    python3 eval/answers/date_questions.py QUESTIONS OUT [--kind when|choice|count] [--limit N]
+    python3 eval/answers/date_questions.py QUESTIONS OUT [--kind when|choice|count|number] [--limit N]
 """
 import argparse
 import json
@@ -25,6 +29,8 @@ JOINS = re.compile(r"\b(?:or|and)\b", re.I)
 # option_counts.rs's ASKED, without its "than" and "how many" exclusions (a superset).
 MORE_OF = re.compile(r"\b(?:more|fewer|less)\s+(?:[a-z'-]+\s+){0,2}?[a-z-]+s\b", re.I)
 
+NUMBER = re.compile(r"\b(?:how many|what number|(?:in )?(?:what|which) (?:order|place|position|rank))\b", re.I)
+
 
 def asks_earlier_or_later(question):
     return bool(EARLIER.search(question)) != bool(LATER.search(question)) and bool(JOINS.search(question))
@@ -34,7 +40,8 @@ def asks_more_or_fewer(question):
     return bool(MORE_OF.search(question)) and bool(JOINS.search(question))
 
 
-KINDS = {"when": ASKS_FOR_DATE.search, "choice": asks_earlier_or_later, "count": asks_more_or_fewer}
+KINDS = {"when": ASKS_FOR_DATE.search, "choice": asks_earlier_or_later, "count": asks_more_or_fewer,
+         "number": NUMBER.search}
 
 
 def main():

@@ -26,6 +26,10 @@
 #                                         # against em-full-dates' (reports)
 #   eval/answers/selection.sh em-option-counts  # the same once --option-counts is a default,
 #                                         # against em-option-dates' (reports)
+#   eval/answers/selection.sh em-number-words  # the same once --number-words is a default,
+#                                         # against em-option-dates' (reports)
+#   RUNS_TAG=-zen4 eval/answers/selection.sh em-option-counts  # em-option-counts again, on a
+#                                         # Zen 4 once "the only species" counts one (reports)
 set -euo pipefail
 # One function, called on the last line: bash has read the whole script before it runs any of
 # it, so editing the script while a stage runs (they run for hours) cannot change that run.
@@ -38,7 +42,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates or em-option-counts}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts or em-number-words}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -51,19 +55,21 @@ answers() { # DIR NAME FLAGS...
   echo "== $name: $*"
   "$RAG" eval --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
 }
-# Stages em-option-dates and em-option-counts: every default over the first 300 (run
+# Stages em-option-dates, em-option-counts and em-number-words: every default over the first 300 (run
 # answers-FLAG-n300) against the run answers-BEFORE-n300; then the step's own share, apart from
 # the generator's machine: the questions of KIND of the 300 (date_questions.py, a superset of
 # those it can change) answered here with --FLAG false, compared in compare-TAG.json.
+# RUNS_TAG (say -zen4) names the runs apart, for a stage run again on another machine or build.
 decided_by_documents() { # FLAG BEFORE KIND TAG
   local flag=$1 before=$2 kind=$3 tag=$4
-  answers "$RUNS" "answers-$flag-n300" --limit 300
-  python3 eval/answers/compare.py "$RUNS/answers-$before-n300" "$RUNS/answers-$flag-n300" \
-    --show --out "$RUNS/answers-$flag-n300/compare.json"
+  local run=answers-$flag${RUNS_TAG:-}
+  answers "$RUNS" "$run-n300" --limit 300
+  python3 eval/answers/compare.py "$RUNS/answers-$before-n300" "$RUNS/$run-n300" \
+    --show --out "$RUNS/$run-n300/compare.json"
   python3 eval/answers/date_questions.py "$DISTRACTOR" "$RUNS/$kind-questions-n300.json" --kind "$kind" --limit 300
-  answers "$RUNS" "answers-$flag-off-n300" --questions "$RUNS/$kind-questions-n300.json" "--$flag" false
-  python3 eval/answers/compare.py "$RUNS/answers-$flag-off-n300" "$RUNS/answers-$flag-n300" \
-    --show --out "$RUNS/answers-$flag-n300/compare-$tag.json"
+  answers "$RUNS" "$run-off-n300" --questions "$RUNS/$kind-questions-n300.json" "--$flag" false
+  python3 eval/answers/compare.py "$RUNS/$run-off-n300" "$RUNS/$run-n300" \
+    --show --out "$RUNS/$run-n300/compare-$tag.json"
 }
 # The selection to answer with (a context run sel-$CHOSEN of stage contexts or weights) and its
 # flags: the best answer-in-context at an unchanged prompt length (floor2 lost, selection.md).
@@ -203,6 +209,13 @@ em-option-counts)
   # counts (chosen on fullwiki: tune.sh option-counts), against the default before it
   # (answered on the machine that run names).
   decided_by_documents option-counts option-dates count counts
+  ;;
+em-number-words)
+  # Reports: the same once a bare number the documents write only as a word is answered with
+  # the word (chosen on fullwiki: tune.sh number-words), against option-dates' run, the last
+  # made on a Zen 4 (option-counts decided none of the 300 there). Any bare-number answer can
+  # change, so the "number" questions answered with it off are its share only in part.
+  decided_by_documents number-words option-dates number numbers
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -14,11 +14,12 @@
 #     the fullwiki questions asking for the earlier or later of two; option-names: answers
 #     naming an option made that option, on the fullwiki "..., A or B?" questions (counted,
 #     not kept); option-counts: --option-counts on the fullwiki questions asking which of two
-#     has more or fewer; extractive:
+#     has more or fewer; number-words: --number-words on the fullwiki questions asking for a
+#     count or a place in an order, and on the 240 against em-now; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, extractive, sentence-links and em are not in
+#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, number-words, extractive, sentence-links and em are not in
 #     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -219,7 +220,22 @@ if [ "$stage" = option-counts ]; then
   # with --option-counts true.
   COUNTS=$OUT/count_questions.json
   python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$COUNTS" --kind count
-  off_and_on "$COUNTS" option-counts --option-counts
+  # RUNS_TAG=-zen4 re-ran it (runs option-counts-zen4-*) once "the only species" counted one.
+  off_and_on "$COUNTS" "option-counts${RUNS_TAG:-}" --option-counts
+fi
+if [ "$stage" = number-words ]; then
+  # Every fullwiki question asking for a count or a place in an order, with every default and
+  # with --number-words true; then the 240 tuning questions whole (any bare-number answer can
+  # change), against em-now: every default before the step, which is the same run with it off.
+  NUMBERS=$OUT/number_questions.json
+  python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$NUMBERS" --kind number
+  off_and_on "$NUMBERS" number-words --number-words
+  for value in false true; do
+    name=em-now; [ $value = true ] && name=em-number-words
+    echo "== $name"
+    "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name $name --number-words $value | grep -E '^\| 6 '
+  done
+  python3 eval/answers/compare.py "$OUT/em-now" "$OUT/em-number-words" --show --out "$OUT/em-number-words/compare.json"
 fi
 if [ "$stage" = extractive ]; then
   # Answers kept a span of the prompt (--extractive true) with every other default, answer by

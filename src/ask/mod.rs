@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
 use crate::generate::{
-    full_date, option_counts, option_dates, CountedChoice, DatedChoice, Generation, Generator,
-    PromptSpec,
+    full_date, number_words, option_counts, option_dates, CountedChoice, DatedChoice, Generation,
+    Generator, PromptSpec,
 };
 use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
@@ -270,6 +270,15 @@ impl<'a> Pipeline<'a> {
             Some((decided, choice)) => (decided, Some(choice)),
             None => (answer, None),
         };
+        let answer = (dated_choice.is_none()
+            && counted_choice.is_none()
+            && self.generator.writes_number_words())
+        .then(|| {
+            let documents = passages.iter().map(|p| p.text.as_str());
+            number_words::as_written(&response.query, &answer, documents)
+        })
+        .flatten()
+        .unwrap_or(answer);
         let titles_used: Vec<&str> = passages.iter().map(|p| p.title.as_str()).collect();
         let sources = response
             .hits

@@ -280,14 +280,22 @@ pub struct GeneratorSettingsArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub option_dates: bool,
     /// `true` (default: on the 20 fullwiki questions asking which of two has more or fewer of
-    /// something, 2 answers became right and none wrong, eval/answers/README.md): a question
+    /// something, 3 answers became right and none wrong, eval/answers/README.md): a question
     /// choosing whichever of two documents of the prompt it names by their titles has more (or
     /// fewer) of a thing ("Which has more species, A or B?", "Which opera has more acts, A or
     /// B?"), answered with a name of one or both of them or a bare number, is answered with the title
     /// whose document gives the larger (smaller) first count of it ("about 15 species", "in
-    /// five acts"); `false`: the answer as generated.
+    /// five acts", "the only species" for one); `false`: the answer as generated.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub option_counts: bool,
+    /// `true` (default: on the 240 fullwiki tuning questions and the 30 asking for a count or
+    /// an order, 5 answers changed, 2 to right and none to wrong, eval/answers/README.md): a
+    /// bare number answering a question ("8", "1st") that the prompt's documents never write in digits but
+    /// write as exactly one number word, its cardinal or its ordinal ("eight legs", "the first
+    /// of three films"), becomes that word (only a cardinal where the question asks how
+    /// many); `false`: the answer as generated.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub number_words: bool,
     /// `true`: every answer token is the most likely one that keeps the answer a span of the
     /// prompt's text (case aside) or a yes or a no; `false` (default: measured no better on the
     /// fullwiki questions, eval/answers/README.md): plain greedy decoding.
@@ -352,6 +360,7 @@ impl GeneratorSettingsArgs {
                 full_dates: self.full_dates,
                 option_dates: self.option_dates,
                 option_counts: self.option_counts,
+                number_words: self.number_words,
                 extractive: self.extractive,
                 yes_no_facts: self.yes_no_facts,
                 yes_no_prior: self.yes_no_prior,

@@ -5,8 +5,8 @@
 //! species", it named the first. A question that chooses between two documents of the prompt
 //! by their titles and asks which has more or fewer of a plural thing ("more species", "more
 //! Grand Slam titles") is answered instead from the first count of that thing each document's
-//! text gives ("118 species", "39 Grand Slam titles", "five acts"). Nothing is decided where
-//! either document gives no count or both give the same.
+//! text gives ("118 species", "39 Grand Slam titles", "five acts"; "the only species" is one).
+//! Nothing is decided where either document gives no count or both give the same.
 
 use std::sync::LazyLock;
 
@@ -14,6 +14,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::choice::{chosen_between, names_either};
+use super::number_words::{HOW_MANY, NUMBER_WORDS};
 use crate::corpus::without_disambiguation;
 
 /// The answer decided between two documents by their counts (this module).
@@ -38,42 +39,6 @@ pub struct CountedChoice {
 static ASKED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(more|fewer|less)\s+((?:[a-z'-]+\s+){0,2}?)([a-z-]+s)\b").expect("a pattern")
 });
-/// Questions whose answer is the count itself, or a count of something else ("How many species
-/// does the genus with more of them have?").
-static HOW_MANY: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\b(?:how many|what number)\b").expect("a pattern"));
-/// Counts written out in words, with their values.
-const NUMBER_WORDS: [(&str, u64); 28] = [
-    ("one", 1),
-    ("two", 2),
-    ("three", 3),
-    ("four", 4),
-    ("five", 5),
-    ("six", 6),
-    ("seven", 7),
-    ("eight", 8),
-    ("nine", 9),
-    ("ten", 10),
-    ("eleven", 11),
-    ("twelve", 12),
-    ("thirteen", 13),
-    ("fourteen", 14),
-    ("fifteen", 15),
-    ("sixteen", 16),
-    ("seventeen", 17),
-    ("eighteen", 18),
-    ("nineteen", 19),
-    ("twenty", 20),
-    ("thirty", 30),
-    ("forty", 40),
-    ("fifty", 50),
-    ("sixty", 60),
-    ("seventy", 70),
-    ("eighty", 80),
-    ("ninety", 90),
-    ("hundred", 100),
-];
-
 /// The answer to `question` decided by the counts the two documents (title, text) it chooses
 /// between give of the thing it asks more or fewer of: the chosen document's title, with
 /// `answer` (the generated one, which must name one or both of the two, or be a bare number) kept in
@@ -126,14 +91,16 @@ pub fn decide<'d>(
 }
 
 /// A count followed, within three words, by `thing` in the singular or the plural ("15 species",
-/// "39 Grand Slam titles", "five acts").
+/// "39 Grand Slam titles", "five acts"), or a word saying there is one right before it ("the
+/// only species in the genus"): that word is group 1, a count group 2 and the words between it
+/// and the thing group 3.
 fn counter(thing: &str) -> Regex {
     let singular = thing.strip_suffix('s').unwrap_or(thing);
     // A count as Wikipedia's text writes one: digits (with thousands separators; of a range,
     // "75–100", the first) or a number word.
     let words: Vec<&str> = NUMBER_WORDS.iter().map(|&(word, _)| word).collect();
     let pattern = format!(
-        r"(?i)\b(\d{{1,3}}(?:,\d{{3}})+|\d+|{})(?:\s*(?:–|-|to)\s*\d+)?\s+((?:[\w'-]+\s+){{0,3}}?){}(?:s|es)?\b",
+        r"(?i)\b(?:(only|single|sole)\s+|(\d{{1,3}}(?:,\d{{3}})+|\d+|{})(?:\s*(?:–|-|to)\s*\d+)?\s+((?:[\w'-]+\s+){{0,3}}?)){}(?:s|es)?\b",
         words.join("|"),
         regex::escape(singular)
     );
@@ -151,12 +118,15 @@ fn first_count(counter: &Regex, text: &str) -> Option<u64> {
     counter
         .captures_iter(text)
         .filter(|c| {
-            let gap = c[2].split_whitespace();
+            let gap = c.get(3).map_or("", |m| m.as_str()).split_whitespace();
             !gap.map(str::to_lowercase)
                 .any(|w| NOT_BETWEEN.contains(&w.as_str()))
         })
         .filter_map(|c| {
-            let count = &c[1];
+            if c.get(1).is_some() {
+                return Some(1);
+            }
+            let count = &c[2];
             let year = count.len() == 4
                 && count.bytes().all(|b| b.is_ascii_digit())
                 && (1000..2100).contains(&count.parse::<u32>().ok()?);
@@ -248,6 +218,18 @@ mod tests {
             (answer.as_str(), choice.counts),
             ("Billie Jean King", [2, 39])
         );
+        // "The only species" is one; "only 3 species" is three.
+        let one = (
+            "Xanthoceras",
+            "X. sorbifolium is the only species in the genus Xanthoceras.",
+        );
+        let three = (
+            "Tri",
+            "Tri has only 3 species, the single one of them a tree.",
+        );
+        let question = "Which genus has more species, Xanthoceras or Tri?";
+        let (answer, choice) = decide(question, "Xanthoceras", [one, three]).unwrap();
+        assert_eq!((answer.as_str(), choice.counts), ("Tri", [1, 3]));
         let big = ("Big Genus", "Big Genus has 1,250 species.");
         let question = "Which has more species, Aichryson or Big Genus?";
         assert_eq!(

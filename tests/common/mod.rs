@@ -306,6 +306,7 @@ pub fn retrieval_config(
         full_dates: false,
         option_dates: false,
         option_counts: false,
+        number_words: false,
         extractive: false,
         yes_no_facts: false,
         index: Some(index.to_path_buf()),

@@ -101,6 +101,9 @@ pub struct RunConfig {
     /// `--option-counts`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub option_counts: bool,
+    /// `--number-words`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub number_words: bool,
     /// `--extractive`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,

@@ -366,6 +366,7 @@ mod tests {
             full_dates: false,
             option_dates: false,
             option_counts: false,
+            number_words: false,
             extractive: false,
             yes_no_facts: false,
             index: None,

@@ -96,6 +96,7 @@ pub struct Answering {
     pub full_dates: bool,
     pub option_dates: bool,
     pub option_counts: bool,
+    pub number_words: bool,
     pub extractive: bool,
     pub yes_no_facts: bool,
 }
@@ -153,6 +154,7 @@ impl RunConfig {
             full_dates: answering.is_some_and(|a| a.full_dates),
             option_dates: answering.is_some_and(|a| a.option_dates),
             option_counts: answering.is_some_and(|a| a.option_counts),
+            number_words: answering.is_some_and(|a| a.number_words),
             extractive: answering.is_some_and(|a| a.extractive),
             yes_no_facts: answering.is_some_and(|a| a.yes_no_facts),
             index: retriever.map(|r| r.index.dir.clone()),
