@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rag::ask::{AskSettings, Pipeline};
@@ -607,34 +607,51 @@ fn option_answers_are_decided_after_the_facts_on_the_real_model() {
     }
 }
 
+/// On every generator in `llms`: with the step `with(false)` leaves off, `question` is answered
+/// `generated` as generated; with it on (`with(true)`), the generated text is the same and the
+/// answer is `rewritten`.
+fn assert_rewritten_after_generation(
+    llms: Vec<PathBuf>,
+    with: impl Fn(bool) -> GeneratorOptions,
+    passages: &[Paragraph],
+    question: &str,
+    [generated_text, rewritten]: [&str; 2],
+) {
+    for llm in llms {
+        let name = llm.display();
+        let (plain, g) = generated(&llm, &with(false), passages, question);
+        assert_eq!(plain, g.text, "{name}: nothing rewritten with the step off");
+        assert_eq!(
+            plain.trim(),
+            generated_text,
+            "{name}: the test needs {generated_text:?} generated, to rewrite"
+        );
+        let (after, g) = generated(&llm, &with(true), passages, question);
+        assert_eq!(
+            (g.text.trim(), after.as_str()),
+            (generated_text, rewritten),
+            "{name}"
+        );
+    }
+}
+
 /// On every generator present: a bare year answering a "when" question becomes the full date
 /// the documents give (`full_dates`, on by default), and stays the year with it off.
 #[test]
 fn a_year_asked_when_becomes_the_documents_full_date_on_the_real_model() {
     let llms =
         common::all_llms("a_year_asked_when_becomes_the_documents_full_date_on_the_real_model");
-    let passages = zorbland_dated();
-    let question = "When was Quimby founded? Give only the year.";
     let with = |full_dates: bool| GeneratorOptions {
         full_dates,
         ..Default::default()
     };
-    for llm in llms {
-        let name = llm.display();
-        let (plain, g) = generated(&llm, &with(false), &passages, question);
-        assert_eq!(plain, g.text, "{name}: nothing completed with the step off");
-        assert_eq!(
-            plain.trim(),
-            "1802",
-            "{name}: the test needs a bare year to complete"
-        );
-        let (full, g) = generated(&llm, &with(true), &passages, question);
-        assert_eq!(
-            (g.text.trim(), full.as_str()),
-            ("1802", "4 March 1802"),
-            "{name}"
-        );
-    }
+    assert_rewritten_after_generation(
+        llms,
+        with,
+        &zorbland_dated(),
+        "When was Quimby founded? Give only the year.",
+        ["1802", "4 March 1802"],
+    );
 }
 
 /// On every generator present: a count asked for in digits, which the documents write only as
@@ -651,23 +668,17 @@ fn a_bare_number_becomes_the_documents_number_word_on_the_real_model() {
         links: Vec::new(),
         source: None,
     }];
-    let question = "How many legs does the glimmerfly have? Answer with digits.";
     let with = |number_words: bool| GeneratorOptions {
         number_words,
         ..Default::default()
     };
-    for llm in llms {
-        let name = llm.display();
-        let (plain, g) = generated(&llm, &with(false), &passages, question);
-        assert_eq!(plain, g.text, "{name}: nothing rewritten with the step off");
-        assert_eq!(
-            plain.trim(),
-            "6",
-            "{name}: the test needs digits to rewrite"
-        );
-        let (worded, g) = generated(&llm, &with(true), &passages, question);
-        assert_eq!((g.text.trim(), worded.as_str()), ("6", "six"), "{name}");
-    }
+    assert_rewritten_after_generation(
+        llms,
+        with,
+        &passages,
+        "How many legs does the glimmerfly have? Answer with digits.",
+        ["6", "six"],
+    );
 }
 
 /// `question` answered by `llm` with `options` from `passages` whole, the default prompt.

@@ -55,10 +55,11 @@ answers() { # DIR NAME FLAGS...
   echo "== $name: $*"
   "$RAG" eval --index "$INDEX" --runs-dir "$dir" --name "$name" "$@" | summary
 }
-# Stages em-option-dates, em-option-counts and em-number-words: every default over the first 300 (run
-# answers-FLAG-n300) against the run answers-BEFORE-n300; then the step's own share, apart from
-# the generator's machine: the questions of KIND of the 300 (date_questions.py, a superset of
-# those it can change) answered here with --FLAG false, compared in compare-TAG.json.
+# Stages em-option-dates, em-option-counts and em-number-words: every default over the first
+# 300 (run answers-FLAG-n300) against the run answers-BEFORE-n300; then the step's own share,
+# apart from the generator's machine: the questions of KIND of the 300 (date_questions.py, a
+# superset of those it can change, but for number) answered here with --FLAG false, compared in
+# compare-TAG.json.
 # RUNS_TAG (say -zen4) names the runs apart, for a stage run again on another machine or build.
 decided_by_documents() { # FLAG BEFORE KIND TAG
   local flag=$1 before=$2 kind=$3 tag=$4

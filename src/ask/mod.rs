@@ -243,17 +243,17 @@ impl<'a> Pipeline<'a> {
             .spec
             .labelled_subject(&generation.text, passages)
             .unwrap_or_else(|| generation.text.clone());
+        // The steps after generation read the prompt's documents: their texts, or their
+        // titles with them.
+        let texts = || passages.iter().map(|p| p.text.as_str());
+        let documents = || passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
         let answer = self
             .generator
             .completes_dates()
-            .then(|| {
-                let documents = passages.iter().map(|p| p.text.as_str());
-                full_date::complete(&response.query, &answer, documents)
-            })
+            .then(|| full_date::complete(&response.query, &answer, texts()))
             .flatten()
             .unwrap_or(answer);
         // Without generation the answer is empty, which names no option: nothing is decided.
-        let documents = || passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
         let decided = self
             .generator
             .decides_by_dates()
@@ -273,10 +273,7 @@ impl<'a> Pipeline<'a> {
         let answer = (dated_choice.is_none()
             && counted_choice.is_none()
             && self.generator.writes_number_words())
-        .then(|| {
-            let documents = passages.iter().map(|p| p.text.as_str());
-            number_words::as_written(&response.query, &answer, documents)
-        })
+        .then(|| number_words::as_written(&response.query, &answer, texts()))
         .flatten()
         .unwrap_or(answer);
         let titles_used: Vec<&str> = passages.iter().map(|p| p.title.as_str()).collect();

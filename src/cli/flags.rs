@@ -290,10 +290,10 @@ pub struct GeneratorSettingsArgs {
     pub option_counts: bool,
     /// `true` (default: on the 240 fullwiki tuning questions and the 30 asking for a count or
     /// an order, 5 answers changed, 2 to right and none to wrong, eval/answers/README.md): a
-    /// bare number answering a question ("8", "1st") that the prompt's documents never write in digits but
-    /// write as exactly one number word, its cardinal or its ordinal ("eight legs", "the first
-    /// of three films"), becomes that word (only a cardinal where the question asks how
-    /// many); `false`: the answer as generated.
+    /// bare number answering a question ("8", "1st") that the prompt's documents never write
+    /// in digits but write as exactly one number word, its cardinal or its ordinal ("eight
+    /// legs", "the first of three films"), becomes that word (only a cardinal where the
+    /// question asks how many); `false`: the answer as generated.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub number_words: bool,
     /// `true`: every answer token is the most likely one that keeps the answer a span of the

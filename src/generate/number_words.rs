@@ -92,7 +92,10 @@ pub fn as_written<'d>(
     // "8" or "8th" in the documents: the digits are their way of writing it.
     let in_digits = |word: &&str| {
         word.strip_prefix(digits).is_some_and(|rest| {
-            rest.is_empty() || ["st", "nd", "rd", "th"].contains(&rest.to_lowercase().as_str())
+            rest.is_empty()
+                || ["st", "nd", "rd", "th"]
+                    .iter()
+                    .any(|s| rest.eq_ignore_ascii_case(s))
         })
     };
     if words.iter().any(in_digits) {
