@@ -355,12 +355,17 @@ fn zorbland() -> [Paragraph; 3] {
             "Ada Lorne was born in Vesk in 1961 and studied law.",
         ),
     ]
-    .map(|(title, text)| Paragraph {
+    .map(|(title, text)| paragraph(title, text))
+}
+
+/// A paragraph of `title` and `text`, no links.
+fn paragraph(title: &str, text: &str) -> Paragraph {
+    Paragraph {
         title: title.into(),
         text: text.into(),
         links: Vec::new(),
         source: None,
-    })
+    }
 }
 
 /// A pipeline that answers from the paragraphs it is given (no index).
@@ -544,12 +549,10 @@ fn the_option_bias_decides_between_the_options_on_the_real_model() {
 /// Zorbland with a second person and a dated founding, for the option and date steps.
 fn zorbland_dated() -> Vec<Paragraph> {
     let mut passages = zorbland().to_vec();
-    passages.push(Paragraph {
-        title: "Bo Renn".into(),
-        text: "Bo Renn was born in Quimby on 2 May 1948 and became a painter.".into(),
-        links: Vec::new(),
-        source: None,
-    });
+    passages.push(paragraph(
+        "Bo Renn",
+        "Bo Renn was born in Quimby on 2 May 1948 and became a painter.",
+    ));
     passages[0].text =
         "The capital of Zorbland is Quimby, a port city founded on 4 March 1802.".into();
     passages
@@ -661,13 +664,10 @@ fn a_year_asked_when_becomes_the_documents_full_date_on_the_real_model() {
 fn a_bare_number_becomes_the_documents_number_word_on_the_real_model() {
     let llms =
         common::all_llms("a_bare_number_becomes_the_documents_number_word_on_the_real_model");
-    let passages = [Paragraph {
-        title: "Glimmerfly".into(),
-        text: "The glimmerfly is an insect of Zorbland. It has six legs and two pairs of wings."
-            .into(),
-        links: Vec::new(),
-        source: None,
-    }];
+    let passages = [paragraph(
+        "Glimmerfly",
+        "The glimmerfly is an insect of Zorbland. It has six legs and two pairs of wings.",
+    )];
     let with = |number_words: bool| GeneratorOptions {
         number_words,
         ..Default::default()
@@ -696,6 +696,21 @@ fn ask_whole(
         .unwrap()
 }
 
+/// `question` answered by `llm` from `passages` whole with a step after generation off, then
+/// on (`options` gives the generator's options either way); off, the answer is the generated
+/// one.
+fn off_and_on(
+    llm: &Path,
+    passages: &[Paragraph],
+    question: &str,
+    options: impl Fn(bool) -> GeneratorOptions,
+) -> (rag::ask::AskResult, rag::ask::AskResult) {
+    let off = ask_whole(llm, &options(false), passages, question);
+    let name = llm.display();
+    assert_eq!(off.answer, off.generation.text.trim(), "{name}: {question}");
+    (off, ask_whole(llm, &options(true), passages, question))
+}
+
 /// On every generator present: an answer to "who was born first, A or B?" naming either is
 /// the title whose document gives the earlier year (`option_dates`, on by default), recorded
 /// with both years; with it off the answer is the generated one and nothing is recorded.
@@ -711,17 +726,11 @@ fn an_earlier_or_later_choice_is_decided_by_the_documents_years_on_the_real_mode
     ] {
         for llm in &llms {
             let name = llm.display();
-            let ask = |option_dates: bool| {
-                let options = GeneratorOptions {
-                    option_dates,
-                    ..Default::default()
-                };
-                ask_whole(llm, &options, &passages, question)
-            };
-            let off = ask(false);
-            assert_eq!(off.answer, off.generation.text.trim(), "{name}: {question}");
+            let (off, on) = off_and_on(llm, &passages, question, |option_dates| GeneratorOptions {
+                option_dates,
+                ..Default::default()
+            });
             assert!(off.dated_choice.is_none(), "{name}: {question}");
-            let on = ask(true);
             let choice = on.dated_choice.unwrap_or_else(|| {
                 panic!(
                     "{name}: {question}: not decided (the test needs an answer naming one): {:?}",
@@ -752,18 +761,12 @@ fn a_more_or_fewer_choice_is_decided_by_the_documents_counts_on_the_real_model()
     let llms = common::all_llms(
         "a_more_or_fewer_choice_is_decided_by_the_documents_counts_on_the_real_model",
     );
-    let opera = |title: &str, text: &str| Paragraph {
-        title: title.into(),
-        text: text.into(),
-        links: Vec::new(),
-        source: None,
-    };
     let passages = vec![
-        opera(
+        paragraph(
             "Vellamira",
             "Vellamira is an opera in two acts by Oskar Thenn, first staged in Quimby.",
         ),
-        opera(
+        paragraph(
             "The Glass Harbour",
             "The Glass Harbour is an opera in seven acts by Ada Lorne, set in a port city.",
         ),
@@ -786,17 +789,12 @@ fn a_more_or_fewer_choice_is_decided_by_the_documents_counts_on_the_real_model()
                 "The Glass Harbour",
             ),
         ] {
-            let ask = |option_counts: bool| {
-                let options = GeneratorOptions {
+            let (off, on) =
+                off_and_on(llm, &passages, question, |option_counts| GeneratorOptions {
                     option_counts,
                     ..Default::default()
-                };
-                ask_whole(llm, &options, &passages, question)
-            };
-            let off = ask(false);
-            assert_eq!(off.answer, off.generation.text.trim(), "{name}: {question}");
+                });
             assert!(off.counted_choice.is_none(), "{name}: {question}");
-            let on = ask(true);
             let Some(choice) = on.counted_choice else {
                 let said = off.answer.to_lowercase();
                 let names = ["vellamira", "glass harbour"].map(|t| said.contains(t));
@@ -824,6 +822,120 @@ fn a_more_or_fewer_choice_is_decided_by_the_documents_counts_on_the_real_model()
             "{name}: no question decided by the counts: {undecided:?}"
         );
     }
+}
+
+/// On every generator present: "Is A taller than B?" answered yes or no is answered by the
+/// two documents' heights, feet against metres (`option_measures`, on by default), recorded
+/// with both, the towns' populations beside them not read as heights; so is "which is taller,
+/// A or B?" where the answer names either. With it off the answer is the generated one and
+/// nothing is recorded. The towers are made up, so the model knows nothing of them but the
+/// prompt; each model must have at least one of the questions decided.
+#[test]
+fn a_taller_or_more_populous_comparison_is_decided_by_the_documents_measures_on_the_real_model() {
+    let llms = common::all_llms(
+        "a_taller_or_more_populous_comparison_is_decided_by_the_documents_measures_on_the_real_model",
+    );
+    let passages = vec![
+        paragraph(
+            "Vellan Spire",
+            "The Vellan Spire is a 250 m office skyscraper in Ostrel, completed in 1999. \
+             Ostrel is a port town; the population was 8,412 at the 2010 census.",
+        ),
+        paragraph(
+            "Quimby Tower",
+            "The Quimby Tower is a 1,020 ft (311 m) residential tower in Quimby. \
+             Quimby is a mountain town with a population of 2,305.",
+        ),
+    ];
+    for llm in &llms {
+        let name = llm.display();
+        let mut decided = 0;
+        let mut undecided = Vec::new();
+        for (question, right, metres) in [
+            (
+                "Is the Vellan Spire taller than the Quimby Tower?",
+                "no",
+                [250.0, 310.9],
+            ),
+            (
+                "Is the Quimby Tower taller than the Vellan Spire?",
+                "yes",
+                [310.9, 250.0],
+            ),
+            (
+                "Which is taller, the Vellan Spire or the Quimby Tower?",
+                "Quimby Tower",
+                [250.0, 310.9],
+            ),
+        ] {
+            let (off, on) = off_and_on(llm, &passages, question, |option_measures| {
+                GeneratorOptions {
+                    option_measures,
+                    ..Default::default()
+                }
+            });
+            assert!(off.measured_choice.is_none(), "{name}: {question}");
+            let Some(choice) = on.measured_choice else {
+                assert_eq!(on.answer, off.answer, "{name}: {question}");
+                undecided.push(off.answer);
+                continue;
+            };
+            decided += 1;
+            assert_eq!(choice.answer_before, off.answer, "{name}: greedy both ways");
+            assert_eq!(
+                choice.measure,
+                rag::generate::option_measures::Measure::Height
+            );
+            for (value, metres) in choice.values.iter().zip(metres) {
+                assert!(
+                    (value - metres).abs() < 0.1,
+                    "{name}: {question}: {value} m"
+                );
+            }
+            assert!(
+                on.answer.eq_ignore_ascii_case(right),
+                "{name}: {question}: {}",
+                on.answer
+            );
+        }
+        assert!(
+            decided > 0,
+            "{name}: no question decided by the heights: {undecided:?}"
+        );
+    }
+}
+
+/// On every generator present: a "yes" to whether two documents are both in a place becomes
+/// "no" where one of them never mentions it (`shared_place`, on by default), and stays "yes"
+/// with it off. The towers are made up, so the model knows nothing of them but the prompt.
+#[test]
+fn a_yes_to_both_in_a_place_becomes_no_where_a_document_lacks_it_on_the_real_model() {
+    let llms = common::all_llms(
+        "a_yes_to_both_in_a_place_becomes_no_where_a_document_lacks_it_on_the_real_model",
+    );
+    let passages = [
+        paragraph(
+            "Vellan Spire",
+            "The Vellan Spire is a tall office tower in Ostrel, the second city of Zorbland.",
+        ),
+        paragraph(
+            "Quimby Tower",
+            "The Quimby Tower is a tall office tower in Quimby, a port on the Zorb coast.",
+        ),
+    ];
+    // Plain greedy yes or no (no bias towards "no"), so that the models say "yes".
+    let with = |shared_place: bool| GeneratorOptions {
+        shared_place,
+        yes_no_bias: 0.0,
+        ..Default::default()
+    };
+    assert_rewritten_after_generation(
+        llms,
+        with,
+        &passages,
+        "Are the Vellan Spire and the Quimby Tower both in Zorbland?",
+        ["Yes", "No"],
+    );
 }
 
 /// On every generator present: with `extractive` every answer is a span of the prompt (case

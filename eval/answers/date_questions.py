@@ -10,12 +10,18 @@ a question:
 - `--kind count`: those asking which has more or fewer of a plural thing ("more species"),
   joining names with "or" or "and", which `--option-counts` can change
   (src/generate/option_counts.rs; a superset, as for `choice`);
+- `--kind measure`: those asking which of two is taller or shorter or has the larger or smaller
+  population, joining names with "or" or "and" or comparing them with "than", which
+  `--option-measures` can change (src/generate/option_measures.rs; a superset, as for `choice`);
+- `--kind place`: those asking yes or no whether (two) things are in or from a capitalised
+  place ("Are A and B both in Florida?"), whose "yes" `--shared-place` can change
+  (src/generate/shared_place.rs; a superset, as for `choice`);
 - `--kind number`: those asking for a count or a place in an order ("how many", "in what
   order"), whose answers are the bare numbers `--number-words` can change
   (src/generate/number_words.rs; any answer that is a bare number can change, so this is not a
   superset: the 240 tuning questions are run whole beside it).
 
-    python3 eval/answers/date_questions.py QUESTIONS OUT [--kind when|choice|count|number] [--limit N]
+    python3 eval/answers/date_questions.py QUESTIONS OUT [--kind when|choice|count|measure|place|number] [--limit N]
 """
 import argparse
 import json
@@ -29,6 +35,16 @@ JOINS = re.compile(r"\b(?:or|and)\b", re.I)
 # option_counts.rs's ASKED, without its "than" and "how many" exclusions (a superset).
 MORE_OF = re.compile(r"\b(?:more|fewer|less)\s+(?:[a-z'-]+\s+){0,2}?[a-z-]+s\b", re.I)
 
+# option_measures.rs's HEIGHT and POPULATION.
+HEIGHT = re.compile(r"\b(?:taller|shorter|(?:higher|lower)(?:\s*,|\s+than|\s+in\s+elevation|\s*\?))", re.I)
+POPULATION = re.compile(
+    r"\b(?:(?:more|less)\s+populous|(?:greater|larger|bigger|higher|smaller|lower)\s+population)\b", re.I)
+COMPARES = re.compile(r"\b(?:or|and|than)\b", re.I)
+
+# shared_place.rs's ASKED.
+IN_PLACE = re.compile(
+    r"^(?i:are|were)\b.*\b(?i:in|from)\s+(?i:the\s+)?((?:[A-Z][\w.'-]*)(?:\s+(?:of\s+)?[A-Z][\w.'-]*)*)\s*\?\s*$")
+
 NUMBER = re.compile(r"\b(?:how many|what number|(?:in )?(?:what|which) (?:order|place|position|rank))\b", re.I)
 
 
@@ -40,7 +56,12 @@ def asks_more_or_fewer(question):
     return bool(MORE_OF.search(question)) and bool(JOINS.search(question))
 
 
+def asks_taller_or_more_populous(question):
+    return bool(HEIGHT.search(question) or POPULATION.search(question)) and bool(COMPARES.search(question))
+
+
 KINDS = {"when": ASKS_FOR_DATE.search, "choice": asks_earlier_or_later, "count": asks_more_or_fewer,
+         "measure": asks_taller_or_more_populous, "place": lambda q: IN_PLACE.search(q.strip()),
          "number": NUMBER.search}
 
 

@@ -62,8 +62,10 @@ def context_table(out):
 
 
 def generated(name, summary):
-    cfg = summary["config"]
-    return cfg.get("generator") is not None and not cfg.get("context_only")
+    # A merged run (changed_contexts.py merge) records its sources, not a config: it is no
+    # run of its own.
+    cfg = summary.get("config")
+    return cfg is not None and cfg.get("generator") is not None and not cfg.get("context_only")
 
 
 def answers_table(folder, title, out):

@@ -28,6 +28,12 @@
 #                                         # against em-option-dates' (reports)
 #   eval/answers/selection.sh em-number-words  # the same once --number-words is a default,
 #                                         # against em-option-dates' (reports)
+#   eval/answers/selection.sh em-option-measures  # the same once --option-measures is a
+#                                         # default, against em-number-words' (reports)
+#   eval/answers/selection.sh em-opening-names  # the same once documents are also named by
+#                                         # their texts' opening names (reports)
+#   eval/answers/selection.sh em-shared-place  # the same once --shared-place is a default,
+#                                         # against em-opening-names' (reports)
 #   RUNS_TAG=-zen4 eval/answers/selection.sh em-option-counts  # em-option-counts again, on a
 #                                         # Zen 4 once "the only species" counts one (reports)
 set -euo pipefail
@@ -42,7 +48,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts or em-number-words}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts, em-number-words, em-option-measures, em-opening-names or em-shared-place}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -217,6 +223,28 @@ em-number-words)
   # made on a Zen 4 (option-counts decided none of the 300 there). Any bare-number answer can
   # change, so the "number" questions answered with it off are its share only in part.
   decided_by_documents number-words option-dates number numbers
+  ;;
+em-option-measures)
+  # Reports: the same once a taller-or-more-populous comparison of two documents is decided by
+  # their heights or populations, and counts read floors as stories and compound number words
+  # (chosen on fullwiki: tune.sh option-measures, RUNS_TAG=-floors tune.sh option-counts),
+  # against number-words' run (the same Zen 4). Which step decided a changed answer is in its
+  # record (measured_choice, counted_choice).
+  decided_by_documents option-measures number-words measure measures
+  ;;
+em-opening-names)
+  # Reports: every default over the first 300, all answered afresh, once a document is also
+  # named by the fuller title its text opens with (chosen on fullwiki: tune.sh opening-names;
+  # no flag), against option-measures' run (the same Zen 4, the build before it).
+  answers "$RUNS" answers-opening-names-n300 --limit 300
+  python3 eval/answers/compare.py "$RUNS/answers-option-measures-n300" "$RUNS/answers-opening-names-n300" \
+    --show --out "$RUNS/answers-opening-names-n300/compare.json"
+  ;;
+em-shared-place)
+  # Reports: the same once a "yes" to two documents both being in or from a place becomes "no"
+  # where one does not mention it (chosen on fullwiki: tune.sh shared-place), against
+  # opening-names' run (the same Zen 4, the build before it).
+  decided_by_documents shared-place opening-names place places
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

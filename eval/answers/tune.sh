@@ -14,12 +14,15 @@
 #     the fullwiki questions asking for the earlier or later of two; option-names: answers
 #     naming an option made that option, on the fullwiki "..., A or B?" questions (counted,
 #     not kept); option-counts: --option-counts on the fullwiki questions asking which of two
-#     has more or fewer; number-words: --number-words on the fullwiki questions asking for a
+#     has more or fewer; option-measures: --option-measures on the fullwiki questions asking
+#     which of two is taller or more populous; opening-names: documents named by the fuller
+#     title their text opens with, on the questions of the three choice steps; shared-place:
+#     --shared-place on the fullwiki yes/no questions; number-words: --number-words on the fullwiki questions asking for a
 #     count or a place in an order, and on the 240 against em-now; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, number-words, extractive, sentence-links and em are not in
+#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, option-measures, opening-names, shared-place, number-words, extractive, sentence-links and em are not in
 #     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -220,8 +223,46 @@ if [ "$stage" = option-counts ]; then
   # with --option-counts true.
   COUNTS=$OUT/count_questions.json
   python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$COUNTS" --kind count
-  # RUNS_TAG=-zen4 re-ran it (runs option-counts-zen4-*) once "the only species" counted one.
+  # RUNS_TAG=-zen4 re-ran it (runs option-counts-zen4-*) once "the only species" counted one,
+  # RUNS_TAG=-floors once stories counted as floors and counts could be compound number words
+  # ("seventy seven") or stand before a hyphen ("68-story").
   off_and_on "$COUNTS" "option-counts${RUNS_TAG:-}" --option-counts
+fi
+if [ "$stage" = option-measures ]; then
+  # Every fullwiki question asking which of two is taller or has the larger population, or
+  # whether one is taller than the other (a superset of those --option-measures can change:
+  # 4 of the 782), with every default and with --option-measures true.
+  MEASURES=$OUT/measure_questions.json
+  python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$MEASURES" --kind measure
+  off_and_on "$MEASURES" option-measures --option-measures
+fi
+if [ "$stage" = opening-names ]; then
+  # A document also named by the fuller form of its title its text opens with ("John William
+  # Henry II (born 1949) is ..." for "John W. Henry"): every default on the fullwiki questions
+  # the three choice steps can change (choice, count and measure), against the same questions
+  # answered by the build before it (RAG=<that build> NAME=before, the runs
+  # opening-names-before-*; the counts' and measures' are option-counts-floors-true and
+  # option-measures-true).
+  python3 eval/answers/date_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$OUT/choice_questions.json" --kind choice
+  for kind in choice count measure; do
+    name=opening-names-${NAME:-after}-$kind
+    echo "== $name"
+    "$RAG" eval --questions "$OUT/${kind}_questions.json" --runs-dir "$OUT" --name "$name" | grep -E '^\| 6 '
+  done
+  if [ "${NAME:-after}" = after ]; then
+    for pair in choice:opening-names-before-choice count:option-counts-floors-true measure:option-measures-true; do
+      python3 eval/answers/compare.py "$OUT/${pair#*:}" "$OUT/opening-names-after-${pair%%:*}" \
+        --show --out "$OUT/opening-names-after-${pair%%:*}/compare.json"
+    done
+  fi
+fi
+if [ "$stage" = shared-place ]; then
+  # Every fullwiki question answered yes or no (the 51 of stage yes-no; those --shared-place
+  # can change are among them), with every default and with --shared-place true.
+  YES_NO=$OUT/yes_no_questions.json
+  python3 -c 'import json, sys; json.dump([r for r in json.load(open(sys.argv[1])) if r["answer"].strip().lower() in ("yes", "no")], open(sys.argv[2], "w"))' \
+    "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$YES_NO"
+  off_and_on "$YES_NO" shared-place --shared-place
 fi
 if [ "$stage" = number-words ]; then
   # Every fullwiki question asking for a count or a place in an order, with every default and

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
 use crate::generate::{
-    full_date, number_words, option_counts, option_dates, CountedChoice, DatedChoice, Generation,
-    Generator, PromptSpec,
+    full_date, number_words, option_counts, option_dates, option_measures, shared_place,
+    CountedChoice, DatedChoice, Generation, Generator, MeasuredChoice, PlaceCheck, PromptSpec,
 };
 use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
@@ -125,7 +125,28 @@ pub struct AskResult {
     /// How the answer was decided by its two documents' counts (`--option-counts`), where it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counted_choice: Option<CountedChoice>,
+    /// How the answer was decided by its two documents' heights or populations
+    /// (`--option-measures`), where it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_choice: Option<MeasuredChoice>,
+    /// How a "yes" became "no" because a document does not mention the place asked about
+    /// (`--shared-place`), where it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub place_check: Option<PlaceCheck>,
     pub timings: AskTimings,
+}
+
+/// One step after generation: where it is `on` and decides, its answer and its record; else
+/// the answer as it was.
+fn after_generation<T>(
+    answer: String,
+    on: bool,
+    decide: impl FnOnce(&str) -> Option<(String, T)>,
+) -> (String, Option<T>) {
+    match on.then(|| decide(&answer)).flatten() {
+        Some((decided, record)) => (decided, Some(record)),
+        None => (answer, None),
+    }
 }
 
 /// The context chosen for a question, before generation.
@@ -254,24 +275,30 @@ impl<'a> Pipeline<'a> {
             .flatten()
             .unwrap_or(answer);
         // Without generation the answer is empty, which names no option: nothing is decided.
-        let decided = self
-            .generator
-            .decides_by_dates()
-            .then(|| option_dates::decide(&response.query, &answer, documents()))
-            .flatten();
-        let (answer, dated_choice) = match decided {
-            Some((decided, choice)) => (decided, Some(choice)),
-            None => (answer, None),
-        };
-        let counted = (dated_choice.is_none() && self.generator.decides_by_counts())
-            .then(|| option_counts::decide(&response.query, &answer, documents()))
-            .flatten();
-        let (answer, counted_choice) = match counted {
-            Some((decided, choice)) => (decided, Some(choice)),
-            None => (answer, None),
-        };
+        // Each step decides only where none before it did.
+        let query = response.query.as_str();
+        let generator = self.generator;
+        let (answer, dated_choice) = after_generation(answer, generator.decides_by_dates(), |a| {
+            option_dates::decide(query, a, documents())
+        });
+        let (answer, counted_choice) = after_generation(
+            answer,
+            dated_choice.is_none() && generator.decides_by_counts(),
+            |a| option_counts::decide(query, a, documents()),
+        );
+        let (answer, measured_choice) = after_generation(
+            answer,
+            dated_choice.is_none() && counted_choice.is_none() && generator.decides_by_measures(),
+            |a| option_measures::decide(query, a, documents()),
+        );
+        let (answer, place_check) = after_generation(
+            answer,
+            measured_choice.is_none() && generator.checks_places(),
+            |a| shared_place::check(query, a, documents()),
+        );
         let answer = (dated_choice.is_none()
             && counted_choice.is_none()
+            && measured_choice.is_none()
             && self.generator.writes_number_words())
         .then(|| number_words::as_written(&response.query, &answer, texts()))
         .flatten()
@@ -324,6 +351,8 @@ impl<'a> Pipeline<'a> {
             generation,
             dated_choice,
             counted_choice,
+            measured_choice,
+            place_check,
         })
     }
 

@@ -130,6 +130,8 @@ fn answering(args: &EvalArgs, generator: &Generator, spec: &PromptSpec) -> Answe
         full_dates: llm.full_dates,
         option_dates: llm.option_dates,
         option_counts: llm.option_counts,
+        option_measures: llm.option_measures,
+        shared_place: llm.shared_place,
         number_words: llm.number_words,
         extractive: llm.extractive,
         yes_no_facts: llm.yes_no_facts,

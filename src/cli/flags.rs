@@ -288,6 +288,23 @@ pub struct GeneratorSettingsArgs {
     /// five acts", "the only species" for one); `false`: the answer as generated.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub option_counts: bool,
+    /// `true` (default: on the 4 fullwiki questions comparing two by height or population, 1
+    /// answer became right and none wrong, eval/answers/README.md): a question comparing two documents of the prompt that
+    /// it names by their titles by height or population, as a choice ("Which is taller, A or
+    /// B?", "Which town has a greater population, A or B?", answered with a name of one or both)
+    /// or with "than" ("Is A taller than B?", answered yes or no), is answered from the first
+    /// height (feet or metres) or population each document gives; `false`: the answer as
+    /// generated.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub option_measures: bool,
+    /// `true` (default: on the 51 fullwiki yes/no questions, 1 answer became right and none
+    /// wrong, eval/answers/README.md): "yes" to whether two documents of the prompt that the
+    /// question names by their titles are (both) in or from a place ("Are A and B both in
+    /// Florida?") becomes "no" where one of the two documents never mentions the place, by its
+    /// name or its people's ("Portuguese", "American"); a "no" is never changed; `false`: the
+    /// answer as generated.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub shared_place: bool,
     /// `true` (default: on the 240 fullwiki tuning questions and the 30 asking for a count or
     /// an order, 5 answers changed, 2 to right and none to wrong, eval/answers/README.md): a
     /// bare number answering a question ("8", "1st") that the prompt's documents never write
@@ -360,6 +377,8 @@ impl GeneratorSettingsArgs {
                 full_dates: self.full_dates,
                 option_dates: self.option_dates,
                 option_counts: self.option_counts,
+                option_measures: self.option_measures,
+                shared_place: self.shared_place,
                 number_words: self.number_words,
                 extractive: self.extractive,
                 yes_no_facts: self.yes_no_facts,

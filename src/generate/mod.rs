@@ -25,8 +25,10 @@ pub mod gguf;
 pub mod number_words;
 pub mod option_counts;
 pub mod option_dates;
+pub mod option_measures;
 pub mod options;
 pub mod prompt;
+pub mod shared_place;
 pub mod yes_no;
 
 use std::num::NonZeroU32;
@@ -45,8 +47,10 @@ pub use decode::Generation;
 use extractive::Spans;
 pub use option_counts::CountedChoice;
 pub use option_dates::DatedChoice;
+pub use option_measures::MeasuredChoice;
 pub use options::OptionChoice;
 pub use prompt::{Prompt, PromptSpec, PromptStyle};
+pub use shared_place::PlaceCheck;
 use yes_no::YesNoTokens;
 
 pub const DEFAULT_LLM: &str = "data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
@@ -99,6 +103,15 @@ pub struct GeneratorOptions {
     /// ("Which has more species, A or B?") is answered from the first count of it each
     /// document gives ([`option_counts`]); applied by the caller, as `full_dates` is.
     pub option_counts: bool,
+    /// A question comparing two documents it names by height or population ("Is A taller
+    /// than B?", "Which has the larger population, A or B?") is answered from the first
+    /// measure of it each document gives ([`option_measures`]); applied by the caller, as
+    /// `full_dates` is.
+    pub option_measures: bool,
+    /// A "yes" to whether two documents the question names are both in or from a place
+    /// becomes "no" where one of them does not mention it ([`shared_place`]); applied by the
+    /// caller, as `full_dates` is.
+    pub shared_place: bool,
     /// A bare number that the prompt's documents write only as a word becomes that word ("8"
     /// -> "eight", "1" -> "first"; [`number_words`]); applied by the caller, as `full_dates` is.
     pub number_words: bool,
@@ -126,6 +139,8 @@ impl Default for GeneratorOptions {
             full_dates: true,
             option_dates: true,
             option_counts: true,
+            option_measures: true,
+            shared_place: true,
             number_words: true,
             extractive: false,
             yes_no_prior: false,
@@ -358,6 +373,18 @@ impl Generator {
     /// ([`GeneratorOptions::option_counts`]).
     pub fn decides_by_counts(&self) -> bool {
         self.options.option_counts
+    }
+
+    /// Whether height-or-population comparisons are decided by the documents' measures
+    /// ([`GeneratorOptions::option_measures`]).
+    pub fn decides_by_measures(&self) -> bool {
+        self.options.option_measures
+    }
+
+    /// Whether a "yes" to two things being in a place is checked against the documents
+    /// ([`GeneratorOptions::shared_place`]).
+    pub fn checks_places(&self) -> bool {
+        self.options.shared_place
     }
 
     /// Whether bare numbers become the documents' number words

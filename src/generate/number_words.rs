@@ -66,6 +66,43 @@ const ORDINAL_WORDS: [(&str, u64); 20] = [
     ("twentieth", 20),
 ];
 
+/// A pattern matching a count written in words: one word of [`NUMBER_WORDS`], or a ten and a
+/// unit ("seventy seven", "twenty-one"), the compound first so that it wins.
+pub(super) fn word_count_pattern() -> String {
+    let words = |values: std::ops::RangeInclusive<u64>| {
+        NUMBER_WORDS
+            .iter()
+            .filter(|(_, v)| values.contains(v) && (*v < 20 || v % 10 == 0))
+            .map(|&(word, _)| word)
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    format!(
+        "(?:{})[ -](?:{})|{}",
+        words(20..=90),
+        words(1..=9),
+        words(1..=100)
+    )
+}
+
+/// The value of a count written in words ([`word_count_pattern`]), case aside.
+pub(super) fn word_value(text: &str) -> Option<u64> {
+    let value = |word: &str| {
+        NUMBER_WORDS
+            .iter()
+            .find(|(w, _)| w.eq_ignore_ascii_case(word))
+            .map(|&(_, v)| v)
+    };
+    match text.split([' ', '-']).collect::<Vec<_>>().as_slice() {
+        [word] => value(word),
+        [ten, unit] => {
+            let (ten, unit) = (value(ten)?, value(unit)?);
+            ((20..=90).contains(&ten) && ten % 10 == 0 && unit < 10).then_some(ten + unit)
+        }
+        _ => None,
+    }
+}
+
 /// Questions whose answer is a count.
 pub(super) static HOW_MANY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\b(?:how many|what number)\b").expect("a pattern"));
@@ -159,6 +196,30 @@ mod tests {
     fn how_many_takes_no_ordinal_and_ordinals_no_cardinal() {
         assert_eq!(as_written(LEGS, "1", ["the first film"]), None);
         assert_eq!(as_written("Which one?", "1st", ["one film"]), None);
+    }
+
+    #[test]
+    fn counts_in_words_have_their_values() {
+        let pattern = Regex::new(&format!("^(?i:{})$", word_count_pattern())).unwrap();
+        for (text, value) in [
+            ("seven", 7),
+            ("Seventy seven", 77),
+            ("twenty-one", 21),
+            ("forty", 40),
+            ("hundred", 100),
+        ] {
+            assert!(pattern.is_match(text), "{text}");
+            assert_eq!(word_value(text), Some(value), "{text}");
+        }
+        for text in [
+            "seven seventy",
+            "twelve-one",
+            "seventy ten",
+            "eleventy",
+            "one two three",
+        ] {
+            assert_eq!(word_value(text), None, "{text}");
+        }
     }
 
     #[test]

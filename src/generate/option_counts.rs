@@ -14,8 +14,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::choice::{chosen_between, names_either};
-use super::number_words::{HOW_MANY, NUMBER_WORDS};
-use crate::corpus::without_disambiguation;
+use super::number_words::{word_count_pattern, word_value, HOW_MANY};
 
 /// The answer decided between two documents by their counts (this module).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,14 +62,15 @@ pub fn decide<'d>(
     let fewer = !asked[1].eq_ignore_ascii_case("more");
     let thing = asked[3].to_lowercase();
     let documents: Vec<(&str, &str)> = documents.into_iter().collect();
-    let [first, second] = chosen_between(question, &documents)?;
+    let named = chosen_between(question, &documents)?;
+    let [first, second] = [named[0].document, named[1].document];
     let counted = counter(&thing);
     let count = |i: usize| first_count(&counted, documents[i].1);
     let counts = [count(first)?, count(second)?];
     if counts[0] == counts[1] {
         return None;
     }
-    let options = [first, second].map(|i| without_disambiguation(documents[i].0).to_string());
+    let options = named.map(|n| n.name);
     // An answer naming neither wants something else of the one chosen; one naming both is a
     // comparison of the two ("Vellamira has more acts than The Glass Harbour", the 0.5B's
     // way); a bare number is the count the model read instead of the name asked for.
@@ -90,19 +90,27 @@ pub fn decide<'d>(
     Some((options[chosen].clone(), choice))
 }
 
+/// Things Wikipedia counts under other names, every form of each: a building's floors are its
+/// stories ("a 68-story tower" answers "more floors").
+const SAME_THING: [&[&str]; 1] = [&["floors", "floor", "stories", "story", "storeys", "storey"]];
+
 /// A count followed, within three words, by `thing` in the singular or the plural ("15 species",
-/// "39 Grand Slam titles", "five acts"), or a word saying there is one right before it ("the
-/// only species in the genus"): that word is group 1, a count group 2 and the words between it
-/// and the thing group 3.
+/// "39 Grand Slam titles", "five acts", "a 68-story tower"), or a word saying there is one right
+/// before it ("the only species in the genus"): that word is group 1, a count group 2 and the
+/// words between it and the thing group 3.
 fn counter(thing: &str) -> Regex {
-    let singular = thing.strip_suffix('s').unwrap_or(thing);
+    let forms = match SAME_THING.iter().find(|forms| forms.contains(&thing)) {
+        Some(forms) => forms.join("|"),
+        None => {
+            let singular = thing.strip_suffix('s').unwrap_or(thing);
+            format!("{}(?:s|es)?", regex::escape(singular))
+        }
+    };
     // A count as Wikipedia's text writes one: digits (with thousands separators; of a range,
-    // "75–100", the first) or a number word.
-    let words: Vec<&str> = NUMBER_WORDS.iter().map(|&(word, _)| word).collect();
+    // "75–100", the first) or number words ("seventy seven").
     let pattern = format!(
-        r"(?i)\b(?:(only|single|sole)\s+|(\d{{1,3}}(?:,\d{{3}})+|\d+|{})(?:\s*(?:–|-|to)\s*\d+)?\s+((?:[\w'-]+\s+){{0,3}}?)){}(?:s|es)?\b",
-        words.join("|"),
-        regex::escape(singular)
+        r"(?i)\b(?:(only|single|sole)\s+|(\d{{1,3}}(?:,\d{{3}})+|\d+|{})(?:\s*(?:–|-|to)\s*\d+)?(?:\s+|-)((?:[\w'-]+\s+){{0,3}}?))(?:{forms})\b",
+        word_count_pattern(),
     );
     Regex::new(&pattern).expect("an escaped pattern")
 }
@@ -135,10 +143,9 @@ fn first_count(counter: &Regex, text: &str) -> Option<u64> {
         .next()
 }
 
-/// A count's value: digits (thousands separators aside) or a number word.
+/// A count's value: digits (thousands separators aside) or number words.
 fn parse_count(text: &str) -> Option<u64> {
-    let text = text.to_lowercase();
-    if let Some(&(_, value)) = NUMBER_WORDS.iter().find(|&&(word, _)| word == text) {
+    if let Some(value) = word_value(text) {
         return Some(value);
     }
     let digits = text.replace(',', "");
@@ -230,6 +237,18 @@ mod tests {
         let question = "Which genus has more species, Xanthoceras or Tri?";
         let (answer, choice) = decide(question, "Xanthoceras", [one, three]).unwrap();
         assert_eq!((answer.as_str(), choice.counts), ("Tri", [1, 3]));
+        // A building's stories are its floors; counts in compound words and before a hyphen.
+        let penn = (
+            "15 Penn Plaza",
+            "15 Penn Plaza is a proposed 68-story tower. It would have 430 units.",
+        );
+        let cherry = (
+            "247 Cherry",
+            "247 Cherry is a seventy seven story residential building.",
+        );
+        let floors = "Which building will have more floors, 15 Penn Plaza, or 247 Cherry?";
+        let (answer, choice) = decide(floors, "15 Penn Plaza", [penn, cherry]).unwrap();
+        assert_eq!((answer.as_str(), choice.counts), ("247 Cherry", [68, 77]));
         let big = ("Big Genus", "Big Genus has 1,250 species.");
         let question = "Which has more species, Aichryson or Big Genus?";
         assert_eq!(

@@ -15,7 +15,6 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::choice::{chosen_between, names_one};
-use crate::corpus::without_disambiguation;
 
 /// The answer decided between two documents by their years (this module).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,14 +68,15 @@ pub fn decide<'d>(
         _ => return None,
     };
     let documents: Vec<(&str, &str)> = documents.into_iter().collect();
-    let [first, second] = chosen_between(question, &documents)?;
+    let named = chosen_between(question, &documents)?;
+    let [first, second] = [named[0].document, named[1].document];
     let year = |i: usize| -> Option<u32> { YEAR.find(documents[i].1)?.as_str().parse().ok() };
     let years = [year(first)?, year(second)?];
     if years[0] == years[1] {
         return None;
     }
     let chosen = usize::from((years[1] > years[0]) == later);
-    let options = [first, second].map(|i| without_disambiguation(documents[i].0).to_string());
+    let options = named.map(|n| n.name);
     // The generated answer must name one of the two: otherwise the question wants something
     // else of the earlier one ("What is the birthday of the oldest among A and B?").
     if !names_one(answer, &options) {
@@ -264,5 +264,39 @@ mod tests {
             (answer.as_str(), choice.years),
             ("Mean Girls", [2004, 2008])
         );
+    }
+
+    #[test]
+    fn a_document_is_named_by_the_fuller_name_its_text_opens_with() {
+        let docs = [
+            (
+                "John W. Henry",
+                "John William Henry II (born September 13, 1949) is an American businessman.",
+            ),
+            (
+                "Jed Hoyer",
+                "Jed Hoyer (born December 7, 1973) is an executive.",
+            ),
+            (
+                "William Henry (brother of Patrick Henry)",
+                "William Henry (1734–1785) was the son of John and Sarah Henry.",
+            ),
+        ];
+        let question = "Who is older, Jed Hoyer or John William Henry II?";
+        let (answer, choice) = decide(question, "Jed Hoyer", docs).unwrap();
+        assert_eq!(
+            (answer.as_str(), choice.years),
+            ("John William Henry II", [1973, 1949])
+        );
+        // An opening that is not a fuller form of the title names nothing.
+        let docs = [
+            (
+                "Jed Hoyer",
+                "Jed Hoyer (born December 7, 1973) is an executive.",
+            ),
+            ("Fenway", "The Boston Red Sox play here, since 1912."),
+        ];
+        let question = "Who is older, Jed Hoyer or The Boston Red Sox?";
+        assert!(decide(question, "Jed Hoyer", docs).is_none());
     }
 }

@@ -306,6 +306,8 @@ pub fn retrieval_config(
         full_dates: false,
         option_dates: false,
         option_counts: false,
+        option_measures: false,
+        shared_place: false,
         number_words: false,
         extractive: false,
         yes_no_facts: false,

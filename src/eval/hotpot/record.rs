@@ -101,6 +101,12 @@ pub struct RunConfig {
     /// `--option-counts`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub option_counts: bool,
+    /// `--option-measures`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub option_measures: bool,
+    /// `--shared-place`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_place: bool,
     /// `--number-words`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub number_words: bool,
@@ -206,6 +212,14 @@ pub struct Prediction {
     /// (`--option-counts`), where it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counted_choice: Option<crate::generate::CountedChoice>,
+    /// How the answer was decided by the heights or populations the two documents it compared
+    /// give (`--option-measures`), where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_choice: Option<crate::generate::MeasuredChoice>,
+    /// How a "yes" became "no" because a document it named does not mention the place asked
+    /// about (`--shared-place`), where it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place_check: Option<crate::generate::PlaceCheck>,
     pub timings: PredictionTimings,
 }
 

@@ -326,6 +326,8 @@ mod tests {
             option_choice: None,
             dated_choice: None,
             counted_choice: None,
+            measured_choice: None,
+            place_check: None,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
@@ -366,6 +368,8 @@ mod tests {
             full_dates: false,
             option_dates: false,
             option_counts: false,
+            option_measures: false,
+            shared_place: false,
             number_words: false,
             extractive: false,
             yes_no_facts: false,

@@ -334,6 +334,8 @@ fn predict(
         option_choice: None,
         dated_choice: None,
         counted_choice: None,
+        measured_choice: None,
+        place_check: None,
         timings: PredictionTimings::default(),
     };
     if let Some(pipeline) = options.pipeline {
@@ -387,6 +389,8 @@ fn predict(
             prediction.option_choice = g.option_choice;
             prediction.dated_choice = answer.dated_choice;
             prediction.counted_choice = answer.counted_choice;
+            prediction.measured_choice = answer.measured_choice;
+            prediction.place_check = answer.place_check;
         }
         timings.prompt_tokens = g.prompt_tokens;
         timings.reused_tokens = g.reused_tokens;
