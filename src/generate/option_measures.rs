@@ -14,6 +14,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::choice::{chosen_between, compared_than, named_alone, names_either};
+use super::yes_no;
 
 /// What a question compares two documents by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,8 +84,7 @@ pub fn decide<'d>(
 ) -> Option<(String, MeasuredChoice)> {
     let (measure, smaller) = asked(question)?;
     let documents: Vec<(&str, &str)> = documents.into_iter().collect();
-    let trimmed = answer.trim().trim_end_matches('.').to_lowercase();
-    let yes_no = matches!(trimmed.as_str(), "yes" | "no");
+    let yes_no = yes_no::said(answer).is_some();
     let named = if yes_no {
         compared_than(question, &documents)?
     } else {
@@ -100,12 +100,7 @@ pub fn decide<'d>(
     let chosen = usize::from((values[1] > values[0]) != smaller);
     let options = named.map(|n| n.name);
     let decided = if yes_no {
-        let word = if chosen == 0 { "yes" } else { "no" };
-        // In the generated answer's case ("No" -> "Yes").
-        match answer.trim().chars().next() {
-            Some(c) if c.is_uppercase() => format!("{}{}", &word[..1].to_uppercase(), &word[1..]),
-            _ => word.to_string(),
-        }
+        yes_no::in_case_of(chosen == 0, answer)
     } else if named_alone(answer, &options) == Some(chosen) {
         answer.to_string()
     } else if names_either(answer, &options) {

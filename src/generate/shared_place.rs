@@ -15,6 +15,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::choice::chosen_between;
+use super::yes_no;
 
 /// The answer turned to "no" because a document does not mention the place (this module).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,7 +39,7 @@ static ASKED: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Places whose people's word is not a prefix of their name's first letters ("France" and
 /// "French"), each with the words that mention it.
-const PEOPLE: [(&str, &[&str]); 22] = [
+const DEMONYMS: [(&str, &[&str]); 22] = [
     ("united states", &["american", "u.s."]),
     ("america", &["american"]),
     ("usa", &["american", "united states"]),
@@ -74,8 +75,7 @@ pub fn check<'d>(
     answer: &str,
     documents: impl IntoIterator<Item = (&'d str, &'d str)>,
 ) -> Option<(String, PlaceCheck)> {
-    let yes = answer.trim().trim_end_matches('.');
-    if !yes.eq_ignore_ascii_case("yes") {
+    if yes_no::said(answer) != Some(true) {
         return None;
     }
     let place = ASKED.captures(question.trim())?[1].to_string();
@@ -85,19 +85,18 @@ pub fn check<'d>(
     if mentioned == [true, true] {
         return None;
     }
-    let no = if yes.starts_with('Y') { "No" } else { "no" };
     let choice = PlaceCheck {
         options: named.map(|n| n.name),
         place,
         mentioned,
         answer_before: answer.to_string(),
     };
-    Some((no.to_string(), choice))
+    Some((yes_no::in_case_of(false, answer), choice))
 }
 
 /// Whether `text` mentions `place`: each of its words (but "of") as the start of a word of
 /// the text, cut to its first five letters ("Portugal" in "Portuguese", "Russia" in
-/// "Russian"), or one of its people's words ([`PEOPLE`]).
+/// "Russian"), or one of its people's words ([`DEMONYMS`]).
 fn mentions(text: &str, place: &str) -> bool {
     let text = text.to_lowercase();
     let place = place.to_lowercase();
@@ -108,7 +107,7 @@ fn mentions(text: &str, place: &str) -> bool {
             let stem: String = word.chars().take(5).collect();
             words.iter().any(|w| w.starts_with(&stem))
         });
-    let people = PEOPLE
+    let people = DEMONYMS
         .iter()
         .filter(|(name, _)| *name == place)
         .flat_map(|(_, words)| words.iter())

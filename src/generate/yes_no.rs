@@ -102,6 +102,28 @@ fn best(tokens: &[LlamaToken], logits: &[f32]) -> Option<LlamaToken> {
         .copied()
 }
 
+/// Whether `answer` is a yes (true) or a no (false), a full stop after it allowed ("Yes.");
+/// none for any other answer.
+pub(super) fn said(answer: &str) -> Option<bool> {
+    let word = answer.trim().trim_end_matches('.');
+    if word.eq_ignore_ascii_case("yes") {
+        Some(true)
+    } else if word.eq_ignore_ascii_case("no") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// "yes" (or "no") in the case `answer` opens with: "No" where it was "Yes".
+pub(super) fn in_case_of(yes: bool, answer: &str) -> String {
+    let word = if yes { "yes" } else { "no" };
+    match answer.trim().chars().next() {
+        Some(c) if c.is_uppercase() => format!("{}{}", &word[..1].to_uppercase(), &word[1..]),
+        _ => word.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +134,16 @@ mod tests {
             vec![LlamaToken(1), LlamaToken(2)],
             vec![LlamaToken(3), LlamaToken(4)],
         )
+    }
+
+    #[test]
+    fn a_yes_or_no_answer_is_read_and_written_in_its_case() {
+        assert_eq!(
+            ["Yes.", " no ", "YES", "Yes, both", "Nope"].map(said),
+            [Some(true), Some(false), Some(true), None, None]
+        );
+        assert_eq!(in_case_of(false, "Yes"), "No");
+        assert_eq!(in_case_of(true, "no."), "yes");
     }
 
     #[test]
