@@ -34,6 +34,8 @@
 #                                         # their texts' opening names (reports)
 #   eval/answers/selection.sh em-shared-place  # the same once --shared-place is a default,
 #                                         # against em-opening-names' (reports)
+#   eval/answers/selection.sh em-answer-again  # the same once --answer-again is a default,
+#                                         # against em-shared-place's (reports)
 #   RUNS_TAG=-zen4 eval/answers/selection.sh em-option-counts  # em-option-counts again, on a
 #                                         # Zen 4 once "the only species" counts one (reports)
 set -euo pipefail
@@ -48,7 +50,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts, em-number-words, em-option-measures, em-opening-names or em-shared-place}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts, em-number-words, em-option-measures, em-opening-names, em-shared-place or em-answer-again}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -245,6 +247,15 @@ em-shared-place)
   # where one does not mention it (chosen on fullwiki: tune.sh shared-place), against
   # opening-names' run (the same Zen 4, the build before it).
   decided_by_documents shared-place opening-names place places
+  ;;
+em-answer-again)
+  # Reports: the same once an answer that only repeats a phrase of its question is given again
+  # with its first word forbidden (chosen on fullwiki: tune.sh answer-again), against
+  # shared-place's run (the same Zen 4, the build before it); the answers that changed record
+  # `echo` in predictions.jsonl.
+  answers "$RUNS" "answers-answer-again${RUNS_TAG:-}-n300" --limit 300
+  python3 eval/answers/compare.py "$RUNS/answers-shared-place-n300" "$RUNS/answers-answer-again${RUNS_TAG:-}-n300" \
+    --show --out "$RUNS/answers-answer-again${RUNS_TAG:-}-n300/compare.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

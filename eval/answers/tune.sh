@@ -17,12 +17,13 @@
 #     has more or fewer; option-measures: --option-measures on the fullwiki questions asking
 #     which of two is taller or more populous; opening-names: documents named by the fuller
 #     title their text opens with, on the questions of the three choice steps; shared-place:
-#     --shared-place on the fullwiki yes/no questions; number-words: --number-words on the fullwiki questions asking for a
+#     --shared-place on the fullwiki yes/no questions; answer-again: --answer-again on the
+#     fullwiki questions answered with a phrase of themselves; number-words: --number-words on the fullwiki questions asking for a
 #     count or a place in an order, and on the 240 against em-now; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, option-measures, opening-names, shared-place, number-words, extractive, sentence-links and em are not in
+#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, option-measures, opening-names, shared-place, answer-again, number-words, extractive, sentence-links and em are not in
 #     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -263,6 +264,34 @@ if [ "$stage" = shared-place ]; then
   python3 -c 'import json, sys; json.dump([r for r in json.load(open(sys.argv[1])) if r["answer"].strip().lower() in ("yes", "no")], open(sys.argv[2], "w"))' \
     "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$YES_NO"
   off_and_on "$YES_NO" shared-place --shared-place
+fi
+if [ "$stage" = answer-again ]; then
+  # Every fullwiki question whose answer, every default before the step, was nothing but a
+  # phrase of the question with no "or" in it (the 240 in em-number-words, the other 542 in
+  # rest-em-now: every default then, which resumes as recorded),
+  # with --answer-again off and on; the step itself also skips choices between two documents.
+  ECHOES=$OUT/echo_questions.json
+  REST=$OUT/rest_questions.json
+  [ -f "$REST" ] || python3 eval/answers/tuning_questions.py "$DATA" "$REST" --rest
+  "$RAG" eval --questions "$REST" --runs-dir "$OUT" --name rest-em-now --answer-again false | grep -E '^\| 6 '
+  python3 - "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$ECHOES" "$OUT/em-number-words" "$OUT/rest-em-now" <<'PY'
+import json, re, sys
+def words(text):
+    return [w for w in re.findall(r"[^\W_]+", text.lower()) if w not in ("the", "a", "an")]
+def contains(hay, needle):
+    return any(hay[i:i + len(needle)] == needle for i in range(len(hay) - len(needle) + 1))
+ids = set()
+for run in sys.argv[3:]:
+    for line in open(f"{run}/predictions.jsonl"):
+        r = json.loads(line)
+        answer, question = words(r["prediction"] or ""), words(r["question"])
+        if answer and answer not in (["yes"], ["no"]) and "or" not in question and contains(question, answer):
+            ids.add(r["id"])
+kept = [r for r in json.load(open(sys.argv[1])) if r["_id"] in ids]
+json.dump(kept, open(sys.argv[2], "w"))
+print(f"{len(kept)} fullwiki questions answered with a phrase of themselves -> {sys.argv[2]}")
+PY
+  off_and_on "$ECHOES" answer-again --answer-again
 fi
 if [ "$stage" = number-words ]; then
   # Every fullwiki question asking for a count or a place in an order, with every default and

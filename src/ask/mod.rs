@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
 use crate::generate::{
-    full_date, number_words, option_counts, option_dates, option_measures, shared_place,
-    CountedChoice, DatedChoice, Generation, Generator, MeasuredChoice, PlaceCheck, PromptSpec,
+    echo, full_date, number_words, option_counts, option_dates, option_measures, shared_place,
+    CountedChoice, DatedChoice, Echo, Generation, Generator, MeasuredChoice, PlaceCheck,
+    PromptSpec,
 };
 use crate::progress::ms_since;
 use crate::retrieve::{Hit, Retriever, SearchRequest, SearchResponse, Strategy};
@@ -133,6 +134,10 @@ pub struct AskResult {
     /// (`--shared-place`), where it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub place_check: Option<PlaceCheck>,
+    /// The answer that only repeated the question and the one given again
+    /// (`--answer-again`), where it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub echo: Option<Echo>,
     pub timings: AskTimings,
 }
 
@@ -238,12 +243,34 @@ impl<'a> Pipeline<'a> {
                 self.generator.fits(p)
             })?;
         let prompt_ms = ms_since(prompting);
+        let used = chosen.passages.len() - dropped;
+        let passages = &chosen.passages[..used];
+        // The steps after generation read the prompt's documents: their texts, or their
+        // titles with them.
+        let texts = || passages.iter().map(|p| p.text.as_str());
+        let documents = || passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
+        let mut echo = None;
         let generation = match on_token {
             Some(on_token) => {
                 let options = crate::generate::options::parse(&response.query);
                 let mut generation =
                     self.generator
                         .generate(&prompt, options.as_ref(), on_token)?;
+                let query = response.query.as_str();
+                if self.generator.answers_echoes_again()
+                    && echo::echoes(query, &generation.text, documents())
+                {
+                    // Not streamed: what was streamed is followed by the final answer.
+                    if let Some(again) =
+                        self.generator
+                            .answer_again(&prompt, &generation, |_| true)?
+                    {
+                        let echoed = generation.text.clone();
+                        let settled = echo::settle(query, echoed, again.text.clone(), documents());
+                        generation = generation.and_again(again, settled.kept);
+                        echo = Some(settled);
+                    }
+                }
                 if generation.yes_no_margin.is_some() && self.generator.records_yes_no_prior() {
                     let bare = self
                         .spec
@@ -258,16 +285,10 @@ impl<'a> Pipeline<'a> {
                 ..Default::default()
             },
         };
-        let used = chosen.passages.len() - dropped;
-        let passages = &chosen.passages[..used];
         let answer = self
             .spec
             .labelled_subject(&generation.text, passages)
             .unwrap_or_else(|| generation.text.clone());
-        // The steps after generation read the prompt's documents: their texts, or their
-        // titles with them.
-        let texts = || passages.iter().map(|p| p.text.as_str());
-        let documents = || passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
         let answer = self
             .generator
             .completes_dates()
@@ -353,6 +374,7 @@ impl<'a> Pipeline<'a> {
             counted_choice,
             measured_choice,
             place_check,
+            echo,
         })
     }
 

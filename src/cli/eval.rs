@@ -133,6 +133,7 @@ fn answering(args: &EvalArgs, generator: &Generator, spec: &PromptSpec) -> Answe
         option_measures: llm.option_measures,
         shared_place: llm.shared_place,
         number_words: llm.number_words,
+        answer_again: llm.answer_again,
         extractive: llm.extractive,
         yes_no_facts: llm.yes_no_facts,
     }

@@ -313,6 +313,14 @@ pub struct GeneratorSettingsArgs {
     /// question asks how many); `false`: the answer as generated.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub number_words: bool,
+    /// `true` (default: on the 41 fullwiki questions answered so, 2 answers became right and
+    /// none wrong, eval/answers/README.md): an answer that is
+    /// nothing but a phrase of its question, where the question offers no choice ("What was the
+    /// debut album by Weezer ...?" -> "Weezer"), is generated again with its first word
+    /// forbidden, and the new answer kept unless it is a yes, a no or an echo too; `false`: the
+    /// answer as generated.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub answer_again: bool,
     /// `true`: every answer token is the most likely one that keeps the answer a span of the
     /// prompt's text (case aside) or a yes or a no; `false` (default: measured no better on the
     /// fullwiki questions, eval/answers/README.md): plain greedy decoding.
@@ -380,6 +388,7 @@ impl GeneratorSettingsArgs {
                 option_measures: self.option_measures,
                 shared_place: self.shared_place,
                 number_words: self.number_words,
+                answer_again: self.answer_again,
                 extractive: self.extractive,
                 yes_no_facts: self.yes_no_facts,
                 yes_no_prior: self.yes_no_prior,

@@ -39,6 +39,9 @@ pub struct Generation {
     /// How the answer was chosen between the question's two options, when it named one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub option_choice: Option<OptionChoice>,
+    /// The answer's tokens as generated (what [`Generator::answer_again`] forbids one of).
+    #[serde(skip)]
+    pub tokens: Vec<LlamaToken>,
     pub prompt_eval_ms: f64,
     pub generation_ms: f64,
     pub tokens_per_second: f64,
@@ -48,8 +51,37 @@ pub struct Generation {
     pub llama_tokens_per_second: f64,
 }
 
+impl Generation {
+    /// This answer followed by `again`, generated after it: `again`'s text where `kept`, the
+    /// costs of both.
+    pub fn and_again(mut self, again: Generation, kept: bool) -> Generation {
+        if kept {
+            self.text = again.text;
+            self.tokens = again.tokens;
+            self.stop = again.stop;
+        }
+        self.generated_tokens += again.generated_tokens;
+        self.generation_ms += again.prompt_eval_ms + again.generation_ms;
+        self.tokens_per_second = per_second(self.generated_tokens, self.generation_ms);
+        self.llama_prompt_eval_ms += again.llama_prompt_eval_ms;
+        self.llama_eval_ms += again.llama_eval_ms;
+        self.llama_eval_tokens += again.llama_eval_tokens;
+        self.llama_tokens_per_second = per_second(self.llama_eval_tokens, self.llama_eval_ms);
+        self
+    }
+}
+
+/// A token the answer may not have at one place: the greedy choice there is the next best.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Forbidden {
+    /// Which answer token (0: the first).
+    pub at: usize,
+    pub token: LlamaToken,
+}
+
 impl Generator {
     /// Evaluates what of `tokens` the cache does not hold yet, then decodes the answer.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         &self,
         model: &LlamaModel,
@@ -57,6 +89,7 @@ impl Generator {
         tokens: &[LlamaToken],
         options: Option<&[String; 2]>,
         spans: Option<&Spans>,
+        forbidden: Option<Forbidden>,
         mut on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
         // The question's options where the answer may be decided between them.
@@ -74,12 +107,16 @@ impl Generator {
         // The answer's pieces as generated, for the extractive check.
         let mut pieces = Vec::new();
         let mut generated = 0;
+        let mut answer_tokens = Vec::new();
         let mut yes_no_margin = None;
         let mut yes_no_facts = None;
         let bias = self.options.yes_no_bias;
         let stop = loop {
             let at = batch.n_tokens() - 1;
             let mut token = sampler.sample(&cached.ctx, at);
+            if let Some(forbidden) = forbidden.filter(|f| f.at == generated && f.token == token) {
+                token = next_best(cached.ctx.get_logits_ith(at), forbidden.token);
+            }
             if let Some(spans) = spans {
                 token = spans.pick(
                     token,
@@ -117,6 +154,7 @@ impl Generator {
                 break "eog";
             }
             generated += 1;
+            answer_tokens.push(token);
             let mut wanted = true;
             let piece = vocab.token_to_piece(token, false, None);
             pieces.extend_from_slice(&piece);
@@ -182,6 +220,7 @@ impl Generator {
             yes_no_facts,
             yes_no_prior: None,
             option_choice,
+            tokens: answer_tokens,
             prompt_eval_ms,
             generation_ms,
             tokens_per_second: per_second(generated, generation_ms),
@@ -191,6 +230,17 @@ impl Generator {
             llama_tokens_per_second: per_second(llama_eval_tokens, timings.t_eval_ms()),
         })
     }
+}
+
+/// The most likely token other than `not`.
+fn next_best(logits: &[f32], not: LlamaToken) -> LlamaToken {
+    let best = logits
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != not.0 as usize)
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i);
+    LlamaToken(i32::try_from(best).unwrap_or(0))
 }
 
 fn per_second(count: usize, ms: f64) -> f64 {

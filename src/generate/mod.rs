@@ -18,6 +18,7 @@ mod answer_text;
 mod cache;
 mod choice;
 mod decode;
+pub mod echo;
 pub mod extractive;
 pub mod facts;
 pub mod full_date;
@@ -44,6 +45,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use cache::Cached;
 pub use decode::Generation;
+pub use echo::Echo;
 use extractive::Spans;
 pub use option_counts::CountedChoice;
 pub use option_dates::DatedChoice;
@@ -115,6 +117,9 @@ pub struct GeneratorOptions {
     /// A bare number that the prompt's documents write only as a word becomes that word ("8"
     /// -> "eight", "1" -> "first"; [`number_words`]); applied by the caller, as `full_dates` is.
     pub number_words: bool,
+    /// An answer that only repeats a phrase of a question offering no choice is given again
+    /// with its first word forbidden ([`echo`]); applied by the caller, who has the question.
+    pub answer_again: bool,
     /// Keep every answer a span of the prompt's text or a yes or a no; see [`extractive`]. Off
     /// by default: on 358 fullwiki questions it made 2 answers right and 1 wrong, F1 lower.
     pub extractive: bool,
@@ -142,6 +147,7 @@ impl Default for GeneratorOptions {
             option_measures: true,
             shared_place: true,
             number_words: true,
+            answer_again: true,
             extractive: false,
             yes_no_prior: false,
         }
@@ -303,6 +309,41 @@ impl Generator {
         options: Option<&[String; 2]>,
         on_token: impl FnMut(&str) -> bool,
     ) -> Result<Generation> {
+        self.generate_forbidding(prompt, options, None, on_token)
+    }
+
+    /// The prompt answered again with the first word of `first`'s answer (articles and
+    /// punctuation aside) forbidden where it came: the model's next choice there, then greedy
+    /// ([`echo`]). None where the answer has no such word.
+    pub fn answer_again(
+        &self,
+        prompt: &Prompt,
+        first: &Generation,
+        on_token: impl FnMut(&str) -> bool,
+    ) -> Result<Option<Generation>> {
+        let vocab = self.model().vocab();
+        let word = first.tokens.iter().position(|&t| {
+            let piece = vocab.token_to_piece(t, false, None);
+            echo::opens_a_word(&String::from_utf8_lossy(&piece))
+        });
+        let Some(at) = word else {
+            return Ok(None);
+        };
+        let forbidden = decode::Forbidden {
+            at,
+            token: first.tokens[at],
+        };
+        self.generate_forbidding(prompt, None, Some(forbidden), on_token)
+            .map(Some)
+    }
+
+    fn generate_forbidding(
+        &self,
+        prompt: &Prompt,
+        options: Option<&[String; 2]>,
+        forbidden: Option<decode::Forbidden>,
+        on_token: impl FnMut(&str) -> bool,
+    ) -> Result<Generation> {
         let tokens = self.tokenize(prompt)?;
         let spans = self
             .options
@@ -331,7 +372,15 @@ impl Generator {
                 *slot = Some(self.new_context(model)?);
             }
             let cached = slot.as_mut().expect("made above");
-            let result = self.decode(model, cached, &tokens, options, spans.as_ref(), on_token);
+            let result = self.decode(
+                model,
+                cached,
+                &tokens,
+                options,
+                spans.as_ref(),
+                forbidden,
+                on_token,
+            );
             if result.is_err() {
                 // What the cache holds after a failed decode is unknown: start clean next time.
                 cached.tokens.clear();
@@ -391,6 +440,11 @@ impl Generator {
     /// ([`GeneratorOptions::number_words`]).
     pub fn writes_number_words(&self) -> bool {
         self.options.number_words
+    }
+
+    /// Whether an answer echoing its question is given again ([`GeneratorOptions::answer_again`]).
+    pub fn answers_echoes_again(&self) -> bool {
+        self.options.answer_again
     }
 
     /// Whether answers record [`Generation::yes_no_prior`].

@@ -96,7 +96,7 @@ fn bare(text: &str) -> &str {
 /// (`eval::hotpot::scores::normalize_answer`) drops ASCII punctuation and so joins "Jean-Paul"
 /// into one word: here "Jean Paul" names the option "Jean-Paul". No stems or stop words (unlike `ask::context::content_words`): an answer
 /// must name an option, not merely be related to it.
-fn words(text: &str) -> Vec<String> {
+pub(super) fn words(text: &str) -> Vec<String> {
     crate::words::alphanumeric(text)
         .map(str::to_lowercase)
         .filter(|w| !matches!(w.as_str(), "a" | "an" | "the"))
@@ -104,7 +104,7 @@ fn words(text: &str) -> Vec<String> {
 }
 
 /// Whether `needle` occurs in `haystack` as a run of whole words.
-fn contains(haystack: &[String], needle: &[String]) -> bool {
+pub(super) fn contains(haystack: &[String], needle: &[String]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 

@@ -309,6 +309,7 @@ pub fn retrieval_config(
         option_measures: false,
         shared_place: false,
         number_words: false,
+        answer_again: false,
         extractive: false,
         yes_no_facts: false,
         index: Some(index.to_path_buf()),

@@ -110,6 +110,9 @@ pub struct RunConfig {
     /// `--number-words`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub number_words: bool,
+    /// `--answer-again`, where on (absent: off, as in every run made before it existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answer_again: bool,
     /// `--extractive`, where on (absent: off, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,
@@ -220,6 +223,10 @@ pub struct Prediction {
     /// about (`--shared-place`), where it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub place_check: Option<crate::generate::PlaceCheck>,
+    /// The answer that echoed the question and the one given again (`--answer-again`), where
+    /// it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub echo: Option<crate::generate::Echo>,
     pub timings: PredictionTimings,
 }
 

@@ -328,6 +328,7 @@ mod tests {
             counted_choice: None,
             measured_choice: None,
             place_check: None,
+            echo: None,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
@@ -371,6 +372,7 @@ mod tests {
             option_measures: false,
             shared_place: false,
             number_words: false,
+            answer_again: false,
             extractive: false,
             yes_no_facts: false,
             index: None,

@@ -336,6 +336,7 @@ fn predict(
         counted_choice: None,
         measured_choice: None,
         place_check: None,
+        echo: None,
         timings: PredictionTimings::default(),
     };
     if let Some(pipeline) = options.pipeline {
@@ -391,6 +392,7 @@ fn predict(
             prediction.counted_choice = answer.counted_choice;
             prediction.measured_choice = answer.measured_choice;
             prediction.place_check = answer.place_check;
+            prediction.echo = answer.echo;
         }
         timings.prompt_tokens = g.prompt_tokens;
         timings.reused_tokens = g.reused_tokens;

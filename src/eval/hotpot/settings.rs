@@ -99,6 +99,7 @@ pub struct Answering {
     pub option_measures: bool,
     pub shared_place: bool,
     pub number_words: bool,
+    pub answer_again: bool,
     pub extractive: bool,
     pub yes_no_facts: bool,
 }
@@ -159,6 +160,7 @@ impl RunConfig {
             option_measures: answering.is_some_and(|a| a.option_measures),
             shared_place: answering.is_some_and(|a| a.shared_place),
             number_words: answering.is_some_and(|a| a.number_words),
+            answer_again: answering.is_some_and(|a| a.answer_again),
             extractive: answering.is_some_and(|a| a.extractive),
             yes_no_facts: answering.is_some_and(|a| a.yes_no_facts),
             index: retriever.map(|r| r.index.dir.clone()),
