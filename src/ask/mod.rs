@@ -249,6 +249,7 @@ impl<'a> Pipeline<'a> {
         // titles with them.
         let texts = || passages.iter().map(|p| p.text.as_str());
         let documents = || passages.iter().map(|p| (p.title.as_str(), p.text.as_str()));
+        let query = response.query.as_str();
         let mut echo = None;
         let generation = match on_token {
             Some(on_token) => {
@@ -256,7 +257,6 @@ impl<'a> Pipeline<'a> {
                 let mut generation =
                     self.generator
                         .generate(&prompt, options.as_ref(), on_token)?;
-                let query = response.query.as_str();
                 if self.generator.answers_echoes_again()
                     && echo::echoes(query, &generation.text, documents())
                 {
@@ -297,7 +297,6 @@ impl<'a> Pipeline<'a> {
             .unwrap_or(answer);
         // Without generation the answer is empty, which names no option: nothing is decided.
         // Each step decides only where none before it did.
-        let query = response.query.as_str();
         let generator = self.generator;
         let (answer, dated_choice) = after_generation(answer, generator.decides_by_dates(), |a| {
             option_dates::decide(query, a, documents())
