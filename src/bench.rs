@@ -65,6 +65,8 @@ pub struct EncodeBench {
     pub batch_size: usize,
     pub max_length: usize,
     pub threads: usize,
+    /// The widest instruction set the kernels ran on (under `RAG_MAX_ISA`).
+    pub kernels: crate::encoder::cpu::MaxIsa,
     pub depths: Vec<DepthThroughput>,
 }
 
@@ -134,6 +136,7 @@ pub fn encode_throughput(options: &EncodeBenchOptions) -> Result<EncodeBench> {
         batch_size: encoder.batch_size,
         max_length: encoder.max_length,
         threads: rayon::current_num_threads(),
+        kernels: crate::encoder::cpu::kernels_in_use(),
         depths,
     })
 }

@@ -6,7 +6,8 @@
 # virtual machine every backend drifts by up to 10% from one minute to the next. Run on a quiet
 # machine: all of them use every core. The CPU's flags are recorded beside the numbers, so an
 # AVX2 row can be told from an AVX-512 one; a `rag` precision this CPU cannot run is recorded as
-# refused, not timed. RAG_BIN=PATH times that binary instead of building this tree's.
+# refused, not timed. RAG_BIN=PATH times that binary instead of building this tree's;
+# RAG_MAX_ISA=avx2 caps rag's kernels at AVX2 (the peers keep their own detection).
 #   [ROUNDS=3] [RAG_BIN=PATH] eval/encode/throughput.sh [LIMIT=2000]
 # Writes eval/encode/throughput.{json,md} (each round's raw output under eval/encode/throughput/).
 set -euo pipefail
@@ -54,6 +55,7 @@ def pps(run, depth):
         return next(d["paragraphs_per_s"] for d in run["depths"] if d["layers"] == depth)
     return run["layers"][str(depth)]["paragraphs_per_s"]
 report = {"date": datetime.datetime.utcnow().isoformat(timespec="minutes") + "Z", "cpu_flags": flags,
+          "max_isa": os.environ.get("RAG_MAX_ISA", ""),
           "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
           "load_average_after": os.getloadavg()[0], "rag_bin": rag_bin,
           "rounds": rounds, "median_paragraphs_per_s": {}, "ratio": {}}
@@ -75,7 +77,7 @@ f32 = [[pps(r, d) for d in (3, 6)] for r in raw["rag-f32"]]
 report["rag_f32_depth_scaling_3_vs_6"] = round(statistics.median(a / b for a, b in f32), 3)
 json.dump(report, open("eval/encode/throughput.json", "w"), indent=1)
 md = ["# Encoding throughput against the peers", "",
-      f"{report['cpu']}, flags {' '.join(flags)}; {raw['st'][0]['paragraphs']} distractor paragraphs, max length 256, "
+      f"{report['cpu']}, flags {' '.join(flags)}{', RAG_MAX_ISA=' + report['max_isa'] + ' (rag only)' if report['max_isa'] else ''}; {raw['st'][0]['paragraphs']} distractor paragraphs, max length 256, "
       f"batch 64, 2 threads; all five alternating for {rounds} rounds, medians (paragraphs/s); "
       f"load average {report['load_average_after']:.1f} at the end.", "",
       "| layers | ST | ORT f32 | ORT int8 | rag f32 | rag int8 | rag f32 / ST | rag f32 / ORT | rag int8 / ORT int8 |",

@@ -110,6 +110,12 @@ fn encode(args: BenchEncodeArgs) -> Result<()> {
             );
         }
     }
+    println!(
+        "kernels: {}, precision {}, {} threads",
+        format!("{:?}", result.kernels).to_lowercase(),
+        format!("{:?}", options.encoder.precision).to_lowercase(),
+        result.threads
+    );
     Ok(())
 }
 

@@ -51,6 +51,8 @@ pub enum Command {
 }
 
 pub fn run(cli: Cli) -> Result<()> {
+    // A misspelt cap would otherwise be ignored, and a run timed as AVX2 would not be.
+    rag::encoder::cpu::max_isa()?;
     match cli.command {
         Command::Index(args) => index::run(args),
         Command::Search(args) => search::run(args),

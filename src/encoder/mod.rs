@@ -4,6 +4,7 @@
 mod batching;
 pub mod bert;
 mod checkpoint;
+pub mod cpu;
 pub mod dense_head;
 mod gemm;
 mod head;

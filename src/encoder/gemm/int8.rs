@@ -31,19 +31,12 @@ pub(super) enum Int8Kernel {
 }
 
 impl Int8Kernel {
-    /// Whether this CPU has the instructions of this kernel.
+    /// Whether this CPU has the instructions of this kernel (and `RAG_MAX_ISA` allows them).
     pub(super) fn runs_here(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            match self {
-                Self::Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
-                Self::Avx2 => has!("avx2") && has!("fma"),
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
+        use crate::encoder::cpu::{has, Feature};
+        match self {
+            Self::Vnni => has(Feature::Avx512Vnni),
+            Self::Avx2 => has(Feature::Avx2Fma),
         }
     }
 

@@ -47,7 +47,7 @@ pub(super) fn map_rows_with_bias(
 }
 
 /// Defines `$name(args)` that runs `$body` compiled for AVX-512 or AVX2+FMA when the CPU has
-/// them (the crate itself targets baseline x86-64), so the loops inside vectorise wide. The body
+/// them and `RAG_MAX_ISA` allows it (the crate itself targets baseline x86-64), so the loops inside vectorise wide. The body
 /// is instantiated inside each `target_feature` function rather than called through a closure:
 /// a closure the inliner declines would run at baseline width.
 macro_rules! multiversion {
@@ -60,13 +60,12 @@ macro_rules! multiversion {
                 unsafe fn avx512($($arg: $ty),*) $body
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) $body
-                if std::arch::is_x86_feature_detected!("avx512f") {
+                use $crate::encoder::cpu::{has, Feature};
+                if has(Feature::Avx512F) {
                     // SAFETY: the CPU supports the enabled features (checked just above).
                     return unsafe { avx512($($arg),*) };
                 }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
+                if has(Feature::Avx2Fma) {
                     // SAFETY: as above.
                     return unsafe { avx2($($arg),*) };
                 }

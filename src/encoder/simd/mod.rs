@@ -48,19 +48,15 @@ impl Isa {
         Self::available().into_iter().next()
     }
 
-    /// Every set this CPU has, widest first.
+    /// Every set this CPU has (and `RAG_MAX_ISA` allows), widest first.
     pub(in crate::encoder) fn available() -> Vec<Self> {
+        use crate::encoder::cpu::{has, Feature};
         let mut sets = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                sets.push(Self::Avx512);
-            }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                sets.push(Self::Avx2);
-            }
+        if has(Feature::Avx512F) {
+            sets.push(Self::Avx512);
+        }
+        if has(Feature::Avx2Fma) {
+            sets.push(Self::Avx2);
         }
         sets
     }

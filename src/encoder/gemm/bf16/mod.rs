@@ -20,17 +20,9 @@ pub(super) const PAIR: usize = 2;
 #[repr(C, align(64))]
 pub(super) struct PairRow([u16; PAIR * PANEL]);
 
-/// Whether this CPU runs the bf16 kernel ([`PackedLinear::new_bf16`]).
+/// Whether this CPU runs the bf16 kernel ([`PackedLinear::new_bf16`]) and `RAG_MAX_ISA` allows it.
 pub fn bf16_supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bf16")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::encoder::cpu::has(crate::encoder::cpu::Feature::Avx512Bf16)
 }
 
 /// Pairs per row of `in_dim` input features, padded with zeros to whole AMX steps so that both

@@ -20,7 +20,6 @@ struct Dims {
     keys_len: usize,
     dh: usize,
     hidden: usize,
-    width: usize,
     scale: f32,
 }
 
@@ -40,11 +39,12 @@ pub(super) fn attend_sequence_avx512(
     unsafe { attend::<Avx512, 8, 8, 2>(qkv, out, len, heads, dh) }
 }
 
-/// A [`super::SequenceKernel`] on AVX2 with FMA: scores 6 rows of two 8-lane vectors (12
-/// accumulators, leaving 4 of the 16 registers for the two keys and the broadcast), the
-/// context 2 rows of four vectors (32 columns of the head: 8 accumulators and the 4 values),
-/// one broadcast per four FMAs where 6 rows of two vectors broadcast one per two (and ran
-/// out of registers for their rows' pointers); 3 rows of four spilled two accumulators.
+/// A [`super::SequenceKernel`] on AVX2 with FMA: scores and context both 6 rows of two 8-lane
+/// vectors (12 accumulators, leaving 4 of the 16 registers for the two keys or values and the
+/// broadcast). With the head's values in rows of their own the context tile reads them twice
+/// per 6 queries (16 columns a pass) where 2 rows of four vectors read them three times, 16
+/// loads and broadcasts per 24 FMAs against 18: attention 98-100 ms against 106-108 ms per
+/// batch of 64 paragraphs on a Zen 4 capped at AVX2 (`RAG_MAX_ISA=avx2`, eval/encode/README.md).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn attend_sequence_avx2(
@@ -55,7 +55,7 @@ pub(super) fn attend_sequence_avx2(
     dh: usize,
 ) {
     // SAFETY: compiled for AVX2 and FMA.
-    unsafe { attend::<Avx2, 6, 2, 4>(qkv, out, len, heads, dh) }
+    unsafe { attend::<Avx2, 6, 6, 2>(qkv, out, len, heads, dh) }
 }
 
 /// The AVX-512 kernel's tiles (8 rows of 16 lanes) on plain arrays, for the tests.
@@ -81,12 +81,15 @@ pub(super) fn attend_sequence_portable8(
     dh: usize,
 ) {
     // SAFETY: as above.
-    unsafe { attend::<Portable<8>, 6, 2, 4>(qkv, out, len, heads, dh) }
+    unsafe { attend::<Portable<8>, 6, 6, 2>(qkv, out, len, heads, dh) }
 }
 
 /// One sequence's attention, `ROWS` queries at a time (their context `CONTEXT_ROWS` rows by
 /// `CONTEXT_VECS` vectors of the head at a time); each head's keys are first copied
-/// transposed (`transpose.rs`), zero past `len`.
+/// transposed (`transpose.rs`), zero past `len`, and its values copied into rows of their own.
+/// Read in place, a head's values lie one `qkv` row (4.5 KiB for MiniLM) apart: a sequence's
+/// span more pages than the first-level TLB holds, and the context tiles read it once per
+/// `CONTEXT_ROWS` queries.
 ///
 /// # Safety
 /// Needs `S`'s instruction set.
@@ -113,16 +116,19 @@ unsafe fn attend<
         keys_len: round_up(len, lanes),
         dh,
         hidden,
-        width,
         scale: 1.0 / (dh as f32).sqrt(),
     };
     let keys_len = dims.keys_len;
     let mut keys_t = vec![0f32; dh * keys_len];
+    let mut head_values = vec![0f32; len * dh];
     let mut scores = vec![0f32; ROWS * keys_len];
     for head in 0..heads {
         let (q_at, k_at, v_at) = (head * dh, hidden + head * dh, 2 * hidden + head * dh);
         let keys = qkv.as_ptr().add(k_at);
         transpose::transpose::<S>(keys, width, len, dh, keys_t.as_mut_ptr(), keys_len);
+        for (j, row) in head_values.chunks_exact_mut(dh).enumerate() {
+            row.copy_from_slice(&qkv[j * width + v_at..][..dh]);
+        }
         for first in (0..len).step_by(ROWS) {
             let rows = (len - first).min(ROWS);
             // A short last tile repeats its last query rather than branching on the row count
@@ -153,13 +159,13 @@ unsafe fn attend<
             let context_cols = CONTEXT_VECS * lanes;
             for col in (0..dh).step_by(context_cols) {
                 let cols = context_cols.min(dh - col);
-                let values = qkv[v_at + col..].as_ptr();
+                let values = head_values[col..].as_ptr();
                 for row in (0..rows).step_by(CONTEXT_ROWS) {
                     let probs = scores[row * keys_len..].as_ptr();
                     let context = out[(first + row) * hidden + q_at + col..].as_mut_ptr();
                     let inv_sums = &inv_sums[row..rows.min(row + CONTEXT_ROWS)];
-                    // SAFETY: the tile reads `cols` or fewer values from `v_at + col` in each
-                    // of the first `len` rows of `qkv` and writes as many from `q_at + col` in
+                    // SAFETY: the tile reads `cols` or fewer values from `col` in each of the
+                    // `len` rows of `head_values` and writes as many from `q_at + col` in
                     // `inv_sums.len()` rows of `out` from `first + row`, all real tokens;
                     // `probs` has that many rows of `keys_len >= len`.
                     if cols == context_cols {
@@ -241,8 +247,8 @@ unsafe fn exp_row<S: Simd>(row: &mut [f32], len: usize) -> f32 {
 
 /// `context[r][..cols] = inv_sums[r] * sum_j probs[r][j] * values[j][..cols]` over the
 /// sequence's `len` keys, for `cols <= V * LANES` and the first `inv_sums.len() <= ROWS` rows
-/// of `probs` (row stride `keys_len`); `values` and `context` have the row strides of `qkv` and
-/// of the output. Short of `ROWS` rows, the last one is repeated rather than branched on.
+/// of `probs` (row stride `keys_len`); `values` has rows of `dh`, `context` the output's
+/// stride. Short of `ROWS` rows, the last one is repeated rather than branched on.
 /// `MASKED` is whether `cols` may be short of whole vectors: the masked loads' masks took
 /// registers the accumulators needed.
 ///
@@ -272,7 +278,7 @@ unsafe fn context_tile<S: Simd, const ROWS: usize, const V: usize, const MASKED:
     for j in 0..dims.len {
         let mut value = [S::zero(); V];
         for (v, value) in value.iter_mut().enumerate() {
-            *value = S::load_first(values.add(j * dims.width + v * S::LANES), live(v));
+            *value = S::load_first(values.add(j * dims.dh + v * S::LANES), live(v));
         }
         for (acc, row) in acc.iter_mut().zip(&rows) {
             let p = S::splat(*row.add(j));
