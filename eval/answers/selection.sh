@@ -36,6 +36,8 @@
 #                                         # against em-opening-names' (reports)
 #   eval/answers/selection.sh em-answer-again  # the same once --answer-again is a default,
 #                                         # against em-shared-place's (reports)
+#   eval/answers/selection.sh em-ordinal-digits  # the 300's bare-number answers with
+#                                         # --number-words off and on (reports)
 #   RUNS_TAG=-zen4 eval/answers/selection.sh em-option-counts  # em-option-counts again, on a
 #                                         # Zen 4 once "the only species" counts one (reports)
 set -euo pipefail
@@ -50,7 +52,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts, em-number-words, em-option-measures, em-opening-names, em-shared-place or em-answer-again}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts, em-number-words, em-option-measures, em-opening-names, em-shared-place, em-answer-again or em-ordinal-digits}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -256,6 +258,26 @@ em-answer-again)
   answers "$RUNS" "answers-answer-again${RUNS_TAG:-}-n300" --limit 300
   python3 eval/answers/compare.py "$RUNS/answers-shared-place-n300" "$RUNS/answers-answer-again${RUNS_TAG:-}-n300" \
     --show --out "$RUNS/answers-answer-again${RUNS_TAG:-}-n300/compare.json"
+  ;;
+em-ordinal-digits)
+  # Reports: the same once a bare number the documents write in digits only as one ordinal
+  # takes its suffix (chosen on fullwiki: tune.sh ordinal-digits). The step only rewrites a
+  # bare-number answer after generation, so the questions of the 300 that answer-again's run
+  # answered with one are answered here with --number-words off and on; every other answer is
+  # that run's.
+  bare=$RUNS/bare-number-questions-n300.json
+  python3 - "$DISTRACTOR" "$bare" "$RUNS/answers-answer-again-n300" <<'PY'
+import json, re, sys
+ids = {r["id"] for r in map(json.loads, open(f"{sys.argv[3]}/predictions.jsonl"))
+       if re.fullmatch(r"[1-9][0-9]{0,2}\.?", (r["prediction"] or "").strip())}
+kept = [r for r in json.load(open(sys.argv[1]))[:300] if r["_id"] in ids]
+json.dump(kept, open(sys.argv[2], "w"))
+print(f"{len(kept)} of the first 300 answered with a bare number -> {sys.argv[2]}")
+PY
+  answers "$RUNS" answers-ordinal-digits-off-n300 --questions "$bare" --number-words false
+  answers "$RUNS" answers-ordinal-digits-n300 --questions "$bare"
+  python3 eval/answers/compare.py "$RUNS/answers-ordinal-digits-off-n300" "$RUNS/answers-ordinal-digits-n300" \
+    --show --out "$RUNS/answers-ordinal-digits-n300/compare.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

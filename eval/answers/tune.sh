@@ -19,11 +19,12 @@
 #     title their text opens with, on the questions of the three choice steps; shared-place:
 #     --shared-place on the fullwiki yes/no questions; answer-again: --answer-again on the
 #     fullwiki questions answered with a phrase of themselves; number-words: --number-words on the fullwiki questions asking for a
-#     count or a place in an order, and on the 240 against em-now; extractive:
+#     count or a place in an order, and on the 240 against em-now; ordinal-digits: --number-words
+#     on the fullwiki questions answered with a bare number; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, option-measures, opening-names, shared-place, answer-again, number-words, extractive, sentence-links and em are not in
+#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, option-measures, opening-names, shared-place, answer-again, number-words, ordinal-digits, extractive, sentence-links and em are not in
 #     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -306,6 +307,22 @@ if [ "$stage" = number-words ]; then
     "$RAG" eval --questions "$QUESTIONS" --runs-dir "$OUT" --name $name --number-words $value | grep -E '^\| 6 '
   done
   python3 eval/answers/compare.py "$OUT/em-now" "$OUT/em-number-words" --show --out "$OUT/em-number-words/compare.json"
+fi
+if [ "$stage" = ordinal-digits ]; then
+  # Every fullwiki question answered with a bare number of one to three digits, every default
+  # before digit ordinals (the 240 in em-number-words, the other 542 in rest-em-now), with
+  # --number-words off and on: the changes from digits to words as before, and now to the
+  # documents' one ordinal in digits ("100" -> "100th").
+  BARE=$OUT/bare_number_questions.json
+  python3 - "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" "$BARE" "$OUT/em-number-words" "$OUT/rest-em-now" <<'PY'
+import json, re, sys
+ids = {r["id"] for run in sys.argv[3:] for r in map(json.loads, open(f"{run}/predictions.jsonl"))
+       if re.fullmatch(r"[1-9][0-9]{0,2}\.?", (r["prediction"] or "").strip())}
+kept = [r for r in json.load(open(sys.argv[1])) if r["_id"] in ids]
+json.dump(kept, open(sys.argv[2], "w"))
+print(f"{len(kept)} fullwiki questions answered with a bare number -> {sys.argv[2]}")
+PY
+  off_and_on "$BARE" ordinal-digits --number-words
 fi
 if [ "$stage" = extractive ]; then
   # Answers kept a span of the prompt (--extractive true) with every other default, answer by

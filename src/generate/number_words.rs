@@ -4,7 +4,9 @@
 //! answers "1". HotpotQA's answers are the documents' words. So a bare number (digits, or
 //! "1st") that no document of the prompt writes in digits becomes the number word the documents
 //! do write: the cardinal ("eight") or the ordinal ("first"), where they write only one of the
-//! two. A "how many" question is answered by a cardinal only.
+//! two. A "how many" question is answered by a cardinal only. Where the documents write the
+//! number in digits only as an ordinal ("the 100th anniversary" for "100"), the answer takes
+//! their suffix: the ordinal is what they say it is.
 
 use std::sync::LazyLock;
 
@@ -107,13 +109,18 @@ pub(super) fn word_value(text: &str) -> Option<u64> {
 pub(super) static HOW_MANY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\b(?:how many|what number)\b").expect("a pattern"));
 
-/// A bare number as an answer: digits without a leading zero, maybe an ordinal's suffix.
+/// A bare number as an answer: up to three digits (a year is no count or place) without a
+/// leading zero, maybe an ordinal's suffix.
 static BARE_NUMBER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)^([1-9][0-9]?)(st|nd|rd|th)?\.?$").expect("a pattern"));
+    LazyLock::new(|| Regex::new(r"(?i)^([1-9][0-9]{0,2})(st|nd|rd|th)?\.?$").expect("a pattern"));
+
+const ORDINAL_SUFFIXES: [&str; 4] = ["st", "nd", "rd", "th"];
 
 /// `answer` as the number word `documents` write for it, when it is a bare number they never
 /// write in digits and they write exactly one of its cardinal and ordinal words (only the
-/// cardinal for a question asking how many); none otherwise.
+/// cardinal for a question asking how many); as their ordinal in digits ("100th"), when it has
+/// no suffix, the question does not ask how many, and they write its digits only so, with one
+/// suffix; none otherwise.
 pub fn as_written<'d>(
     question: &str,
     answer: &str,
@@ -127,16 +134,26 @@ pub fn as_written<'d>(
         .flat_map(crate::words::alphanumeric)
         .collect();
     // "8" or "8th" in the documents: the digits are their way of writing it.
-    let in_digits = |word: &&str| {
-        word.strip_prefix(digits).is_some_and(|rest| {
-            rest.is_empty()
-                || ["st", "nd", "rd", "th"]
-                    .iter()
-                    .any(|s| rest.eq_ignore_ascii_case(s))
+    let in_digits: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|word| {
+            word.strip_prefix(digits).is_some_and(|rest| {
+                rest.is_empty()
+                    || ORDINAL_SUFFIXES
+                        .iter()
+                        .any(|s| rest.eq_ignore_ascii_case(s))
+            })
         })
-    };
-    if words.iter().any(in_digits) {
-        return None;
+        .collect();
+    if !in_digits.is_empty() {
+        let as_ordinal = number.get(2).is_none()
+            && !HOW_MANY.is_match(question)
+            && in_digits.iter().all(|w| w.len() > digits.len())
+            && in_digits
+                .iter()
+                .all(|w| w.eq_ignore_ascii_case(in_digits[0]));
+        return as_ordinal.then(|| in_digits[0].to_string());
     }
     let written = |table: &[(&'static str, u64)]| {
         let (word, _) = table.iter().find(|&&(_, v)| v == value)?;
@@ -185,6 +202,19 @@ mod tests {
     }
 
     #[test]
+    fn digits_the_documents_write_only_as_an_ordinal_take_its_suffix() {
+        let q = "The album was recorded for what anniversary of the Tour de France?";
+        let docs = ["Recorded for the 100th anniversary of the Tour de France."];
+        assert_eq!(as_written(q, "100", docs).as_deref(), Some("100th"));
+        assert_eq!(as_written(q, "100th", docs), None);
+        // A count, digits also written bare, or two ordinals of them: nothing to go by.
+        assert_eq!(as_written("How many tours?", "100", docs), None);
+        let docs = ["The 100th tour had 100 riders."];
+        assert_eq!(as_written(q, "100", docs), None);
+        assert_eq!(as_written(q, "2", ["the 2nd and the 2th"]), None);
+    }
+
+    #[test]
     fn both_words_or_neither_decide_nothing() {
         let q = "Which film of the series is it?";
         let docs = ["One of three films, and the first."];
@@ -225,7 +255,7 @@ mod tests {
     #[test]
     fn only_bare_numbers_change() {
         let docs = ["eight legs"];
-        for answer in ["8 legs", "08", "eight", "100", "1998", "8.5", ""] {
+        for answer in ["8 legs", "08", "eight", "1000", "1998", "8.5", ""] {
             assert_eq!(as_written(LEGS, answer, docs), None, "{answer}");
         }
     }
