@@ -1070,6 +1070,9 @@ fn rag_ask_answers_with_the_sentences_it_read() {
             llm.to_str().unwrap(),
             "--context-tokens",
             budget,
+            // The budget alone decides what is read (tests/widened_context.rs widens).
+            "--widen-tokens",
+            "0",
         ])
     };
     let short = ask("40");
@@ -1129,14 +1132,7 @@ fn a_kept_sentence_brings_in_the_paragraph_it_names() {
             ])
         })
         .collect();
-    let corpus = tmp.path().join("corpus.json");
-    let record = serde_json::json!([{"_id": "0", "question": "q", "answer": "a",
-                                     "supporting_facts": [], "context": context}]);
-    std::fs::write(&corpus, record.to_string()).unwrap();
-    let model = tmp.path().join("model");
-    TinyBert::default().write(&model).unwrap();
-    let index_dir = tmp.path().join("index");
-    rag::index::build(&common::tiny_build_options(&model, corpus, &index_dir)).unwrap();
+    let index_dir = common::tiny_index_of(tmp.path(), Value::Array(context));
     let read = |weights: &str| {
         let answer = common::rag_json([
             "ask",
@@ -1150,6 +1146,9 @@ fn a_kept_sentence_brings_in_the_paragraph_it_names() {
             llm.to_str().unwrap(),
             "--context-tokens",
             "50",
+            // A one-token answer is found in no document: widened, it would read everything.
+            "--widen-tokens",
+            "0",
             "--sentence-weights",
             weights,
         ]);

@@ -38,6 +38,8 @@
 #                                         # against em-shared-place's (reports)
 #   eval/answers/selection.sh em-ordinal-digits  # the 300's bare-number answers with
 #                                         # --number-words off and on (reports)
+#   eval/answers/selection.sh em-widen    # the 300's answers found in none of their prompt's
+#                                         # documents, --widen-tokens off and on (reports)
 #   RUNS_TAG=-zen4 eval/answers/selection.sh em-option-counts  # em-option-counts again, on a
 #                                         # Zen 4 once "the only species" counts one (reports)
 set -euo pipefail
@@ -52,7 +54,7 @@ TUNING=eval/answers/tuning
 RUNS=eval/answers/runs
 QUESTIONS=$TUNING/questions.json
 DISTRACTOR=$DATA/hotpotqa/hotpot_dev_distractor_sample.json
-stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts, em-number-words, em-option-measures, em-opening-names, em-shared-place, em-answer-again or em-ordinal-digits}
+stage=${1:?stage: contexts, weights, precision, em-default, em-precision, precision-index, em-tuning, em-distractor, em-prompt, em-prompt-distractor, em-full-dates, em-option-dates, em-option-counts, em-number-words, em-option-measures, em-opening-names, em-shared-place, em-answer-again, em-ordinal-digits or em-widen}
 summary() { grep -E '^\| [0-9]' || true; }
 [ -f "$QUESTIONS" ] || python3 eval/answers/tuning_questions.py "$DATA" "$QUESTIONS"
 context() { # DIR NAME FLAGS...
@@ -278,6 +280,19 @@ PY
   answers "$RUNS" answers-ordinal-digits-n300 --questions "$bare"
   python3 eval/answers/compare.py "$RUNS/answers-ordinal-digits-off-n300" "$RUNS/answers-ordinal-digits-n300" \
     --show --out "$RUNS/answers-ordinal-digits-n300/compare.json"
+  ;;
+em-widen)
+  # Reports: the same once an answer found in none of its prompt's documents is given again
+  # from a wider context (chosen on fullwiki: tune.sh widen). Only those answers change, so the
+  # questions of the 300 that answer-again's run answered so (ungrounded_questions.py; no
+  # answer of them is a bare number that em-ordinal-digits changed) are answered here with
+  # --widen-tokens 0 and with the default; every other answer is that run's.
+  ungrounded=$RUNS/ungrounded-questions-n300.json
+  python3 eval/answers/ungrounded_questions.py "$DISTRACTOR" "$ungrounded" "$RUNS/answers-answer-again-n300" --limit 300
+  answers "$RUNS" answers-widen-off-n300 --questions "$ungrounded" --widen-tokens 0
+  answers "$RUNS" answers-widen-n300 --questions "$ungrounded"
+  python3 eval/answers/compare.py "$RUNS/answers-widen-off-n300" "$RUNS/answers-widen-n300" \
+    --show --out "$RUNS/answers-widen-n300/compare.json"
   ;;
 *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -20,11 +20,12 @@
 #     --shared-place on the fullwiki yes/no questions; answer-again: --answer-again on the
 #     fullwiki questions answered with a phrase of themselves; number-words: --number-words on the fullwiki questions asking for a
 #     count or a place in an order, and on the 240 against em-now; ordinal-digits: --number-words
-#     on the fullwiki questions answered with a bare number; extractive:
+#     on the fullwiki questions answered with a bare number; widen: --widen-tokens on the
+#     fullwiki questions whose answer is found in none of its prompt's documents; extractive:
 #     --extractive true against every default, on the 240 and on 120 of the other fullwiki
 #     questions; sentence-links: the sentence selection's title links (the last of
 #     --sentence-weights), then the best with the generator; em: exact match of every default
-#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, option-measures, opening-names, shared-place, answer-again, number-words, ordinal-digits, extractive, sentence-links and em are not in
+#     (yes-no, options, option-facts, full-dates, option-dates, option-names, option-counts, option-measures, opening-names, shared-place, answer-again, number-words, ordinal-digits, widen, extractive, sentence-links and em are not in
 #     `all`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -323,6 +324,22 @@ json.dump(kept, open(sys.argv[2], "w"))
 print(f"{len(kept)} fullwiki questions answered with a bare number -> {sys.argv[2]}")
 PY
   off_and_on "$BARE" ordinal-digits --number-words
+fi
+if [ "$stage" = widen ]; then
+  # Every fullwiki question whose answer, every default before the step (the 240 in
+  # em-number-words, the other 542 in rest-em-now), is found in none of its prompt's documents
+  # (ungrounded_questions.py), answered with --widen-tokens 0 (never) and with each budget
+  # WIDEN lists (default 300 and 400), each against 0. Under the defaults of the runs made
+  # here an answer found in its prompt is the same either way; the others are given again.
+  UNGROUNDED=$OUT/ungrounded_questions.json
+  python3 eval/answers/ungrounded_questions.py "$DATA/hotpotqa/hotpot_dev_fullwiki_sample.json" \
+    "$UNGROUNDED" "$OUT/em-number-words" "$OUT/rest-em-now"
+  for tokens in 0 ${WIDEN:-300 400}; do
+    echo "== widen-$tokens"
+    "$RAG" eval --questions "$UNGROUNDED" --runs-dir "$OUT" --name "widen-$tokens" --widen-tokens "$tokens" | grep -E '^\| 6 '
+    [ "$tokens" = 0 ] || python3 eval/answers/compare.py "$OUT/widen-0" "$OUT/widen-$tokens" \
+      --show --out "$OUT/widen-$tokens/compare.json"
+  done
 fi
 if [ "$stage" = extractive ]; then
   # Answers kept a span of the prompt (--extractive true) with every other default, answer by

@@ -11,6 +11,7 @@ use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::Paragraph;
+use crate::generate::grounded::grounded;
 use crate::generate::{
     echo, full_date, number_words, option_counts, option_dates, option_measures, shared_place,
     CountedChoice, DatedChoice, Echo, Generation, Generator, MeasuredChoice, PlaceCheck,
@@ -29,6 +30,10 @@ pub const DEFAULT_TOP_K: usize = 5;
 /// score, unless `--context-floor` says otherwise (chosen on the fullwiki questions,
 /// eval/answers/selection.sh).
 pub const DEFAULT_CONTEXT_FLOOR: usize = 0;
+/// The budget an answer found in none of the prompt's documents is read again from, unless
+/// `--widen-tokens` says otherwise (chosen on the fullwiki questions, eval/answers/tune.sh
+/// widen).
+pub const DEFAULT_WIDEN_TOKENS: usize = 300;
 /// How questions are retrieved unless a flag says otherwise (chosen on the fullwiki
 /// questions, eval/answers/).
 pub const DEFAULT_STRATEGY: Strategy = Strategy {
@@ -53,6 +58,11 @@ pub struct AskSettings {
     /// bridge); absent in settings written before it existed: none.
     #[serde(default)]
     pub context_floor: usize,
+    /// An answer found in none of the prompt's documents ([`grounded`]) is given again from
+    /// the best sentences within this budget, where it is larger than `context_tokens` (and
+    /// that is not 0); absent in settings written before it existed: 0, never.
+    #[serde(default)]
+    pub widen_tokens: usize,
 }
 
 impl Default for AskSettings {
@@ -65,6 +75,7 @@ impl Default for AskSettings {
             context_tokens: DEFAULT_CONTEXT_TOKENS,
             weights: SentenceWeights::default(),
             context_floor: DEFAULT_CONTEXT_FLOOR,
+            widen_tokens: DEFAULT_WIDEN_TOKENS,
         }
     }
 }
@@ -138,7 +149,42 @@ pub struct AskResult {
     /// (`--answer-again`), where it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub echo: Option<Echo>,
+    /// The answer found in none of its prompt's documents, given again from a wider context
+    /// (`--widen-tokens`), where it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub widened: Option<Widened>,
     pub timings: AskTimings,
+}
+
+/// An answer found in none of the documents its prompt held, and the prompt it came from; the
+/// answer given instead is read from the wider context ([`AskSettings::widen_tokens`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Widened {
+    pub first: String,
+    pub first_prompt_tokens: usize,
+    pub first_context_tokens: usize,
+}
+
+impl AskResult {
+    /// This answer, given from a wider context after `first` was found in none of its
+    /// documents: its own sources and prompt, the costs of both.
+    fn widened_from(mut self, first: AskResult) -> AskResult {
+        self.generation = self.generation.after(&first.generation);
+        self.prompt_tokens = self.generation.prompt_tokens;
+        self.reused_tokens = self.generation.reused_tokens;
+        let (t, f) = (&mut self.timings, &first.timings);
+        t.select_ms += f.select_ms;
+        t.prompt_ms += f.prompt_ms;
+        t.prompt_eval_ms = self.generation.prompt_eval_ms;
+        t.generation_ms = self.generation.generation_ms;
+        t.llama_ms = self.generation.llama_prompt_eval_ms + self.generation.llama_eval_ms;
+        self.widened = Some(Widened {
+            first: first.answer,
+            first_prompt_tokens: first.prompt_tokens,
+            first_context_tokens: first.context_tokens,
+        });
+        self
+    }
 }
 
 /// One step after generation: where it is `on` and decides, its answer and its record; else
@@ -221,6 +267,8 @@ impl<'a> Pipeline<'a> {
         self.complete(response, settings, started, None::<fn(&str) -> bool>)
     }
 
+    /// The answer from the context `settings` choose, or, where it is found in none of that
+    /// context's documents and `settings` widen, the answer from the wider one.
     fn complete(
         &self,
         response: SearchResponse,
@@ -228,6 +276,36 @@ impl<'a> Pipeline<'a> {
         started: Instant,
         on_token: Option<impl FnMut(&str) -> bool>,
     ) -> Result<AskResult> {
+        let widens = on_token.is_some()
+            && settings.context_tokens > 0
+            && settings.widen_tokens > settings.context_tokens;
+        // Kept only where it may be needed: the first answer takes the search's results.
+        let again = widens.then(|| response.clone());
+        let (first, grounded) = self.answer_on(response, settings, started, on_token)?;
+        // A client that stopped the first answer wants none.
+        let Some(response) = again.filter(|_| !grounded && first.generation.stop != "stopped")
+        else {
+            return Ok(first);
+        };
+        let wider = AskSettings {
+            context_tokens: settings.widen_tokens,
+            widen_tokens: 0,
+            ..*settings
+        };
+        // Not streamed: what was streamed is followed by the final answer.
+        let (second, _) = self.answer_on(response, &wider, started, Some(|_: &str| true))?;
+        Ok(second.widened_from(first))
+    }
+
+    /// The answer from the context `settings` choose, and whether it is [`grounded`] in that
+    /// context's documents.
+    fn answer_on(
+        &self,
+        response: SearchResponse,
+        settings: &AskSettings,
+        started: Instant,
+        on_token: Option<impl FnMut(&str) -> bool>,
+    ) -> Result<(AskResult, bool)> {
         let selecting = Instant::now();
         let chosen = self.choose(
             &response.query,
@@ -323,6 +401,7 @@ impl<'a> Pipeline<'a> {
         .then(|| number_words::as_written(&response.query, &answer, texts()))
         .flatten()
         .unwrap_or(answer);
+        let grounded = grounded(&answer, documents());
         let titles_used: Vec<&str> = passages.iter().map(|p| p.title.as_str()).collect();
         let sources = response
             .hits
@@ -346,35 +425,39 @@ impl<'a> Pipeline<'a> {
             })
             .collect();
         let llama_ms = generation.llama_prompt_eval_ms + generation.llama_eval_ms;
-        Ok(AskResult {
-            question: response.query,
-            answer,
-            mode: response.mode,
-            hops: response.hops,
-            layers: response.cell.layers,
-            dim: response.cell.dim,
-            context_tokens: settings.context_tokens,
-            prompt_tokens: generation.prompt_tokens,
-            reused_tokens: generation.reused_tokens,
-            dropped_paragraphs: dropped,
-            sources,
-            timings: AskTimings {
-                encode_ms: response.timings.encode_ms,
-                search_ms: response.timings.search_ms,
-                select_ms,
-                prompt_ms,
-                prompt_eval_ms: generation.prompt_eval_ms,
-                generation_ms: generation.generation_ms,
-                total_ms: ms_since(started),
-                llama_ms,
+        Ok((
+            AskResult {
+                question: response.query,
+                answer,
+                mode: response.mode,
+                hops: response.hops,
+                layers: response.cell.layers,
+                dim: response.cell.dim,
+                context_tokens: settings.context_tokens,
+                prompt_tokens: generation.prompt_tokens,
+                reused_tokens: generation.reused_tokens,
+                dropped_paragraphs: dropped,
+                sources,
+                timings: AskTimings {
+                    encode_ms: response.timings.encode_ms,
+                    search_ms: response.timings.search_ms,
+                    select_ms,
+                    prompt_ms,
+                    prompt_eval_ms: generation.prompt_eval_ms,
+                    generation_ms: generation.generation_ms,
+                    total_ms: ms_since(started),
+                    llama_ms,
+                },
+                generation,
+                dated_choice,
+                counted_choice,
+                measured_choice,
+                place_check,
+                echo,
+                widened: None,
             },
-            generation,
-            dated_choice,
-            counted_choice,
-            measured_choice,
-            place_check,
-            echo,
-        })
+            grounded,
+        ))
     }
 
     /// The passages the prompt gets: whole paragraphs with a zero budget, else their best

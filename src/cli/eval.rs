@@ -193,6 +193,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             context_only: args.context_only,
             sentence_weights: args.context.sentence_weights,
             context_floor: args.context.context_floor,
+            widen_tokens: args.context.widen_tokens,
             oracle: args.oracle,
             answering,
             rankings_from: args.rankings_from.clone(),

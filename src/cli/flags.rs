@@ -211,6 +211,10 @@ pub struct ContextArgs {
     /// chosen by score (0: by score alone, after the paragraphs the question names).
     #[arg(long, default_value_t = rag::ask::DEFAULT_CONTEXT_FLOOR)]
     pub context_floor: usize,
+    /// An answer found in none of the prompt's documents is given again from the best
+    /// sentences within this budget (0, or one not above --context-tokens: never).
+    #[arg(long, default_value_t = rag::ask::DEFAULT_WIDEN_TOKENS)]
+    pub widen_tokens: usize,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -422,6 +426,7 @@ impl ContextArgs {
             context_tokens: self.context_tokens,
             weights: self.sentence_weights,
             context_floor: self.context_floor,
+            widen_tokens: self.widen_tokens,
         }
     }
 }

@@ -35,6 +35,15 @@ pub fn print_details(ask: &AskResult, model_load_ms: f64) {
             }
         }
     }
+    if let Some(w) = &ask.widened {
+        println!(
+            "\nread again within {} tokens: the first answer, {:?} (a prompt of {} tokens within {}), is in none of its documents",
+            ask.context_tokens,
+            escape(&w.first),
+            w.first_prompt_tokens,
+            w.first_context_tokens
+        );
+    }
     let g = &ask.generation;
     let t = &ask.timings;
     println!(

@@ -42,24 +42,27 @@ impl MaxIsa {
 /// The cap `RAG_MAX_ISA` sets, read once; an unknown value is an error. The binary checks it at
 /// start, so that a misspelt cap stops the run instead of being ignored.
 pub fn max_isa() -> Result<MaxIsa> {
+    cap().clone().map_err(anyhow::Error::msg)
+}
+
+/// `RAG_MAX_ISA` parsed, once.
+fn cap() -> &'static std::result::Result<MaxIsa, String> {
     static CAP: OnceLock<std::result::Result<MaxIsa, String>> = OnceLock::new();
     CAP.get_or_init(|| match std::env::var(MAX_ISA_VAR) {
         Ok(value) => MaxIsa::parse(&value).map_err(|e| e.to_string()),
         Err(_) => Ok(MaxIsa::Avx512),
     })
-    .clone()
-    .map_err(anyhow::Error::msg)
 }
 
-/// The widest set the f32 kernels run on here, under the cap: what a benchmark records beside
-/// its numbers (`avx2` on an AVX-512 machine capped with `RAG_MAX_ISA=avx2`).
+/// The widest set the f32 kernels run on here, under the cap (the one they choose): what a
+/// benchmark records beside its numbers (`avx2` on an AVX-512 machine capped with
+/// `RAG_MAX_ISA=avx2`).
 pub fn kernels_in_use() -> MaxIsa {
-    if has(Feature::Avx512F) {
-        MaxIsa::Avx512
-    } else if has(Feature::Avx2Fma) {
-        MaxIsa::Avx2
-    } else {
-        MaxIsa::None
+    use super::simd::Isa;
+    match Isa::detect() {
+        Some(Isa::Avx512) => MaxIsa::Avx512,
+        Some(Isa::Avx2) => MaxIsa::Avx2,
+        _ => MaxIsa::None,
     }
 }
 
@@ -88,7 +91,7 @@ impl Feature {
 /// Whether the kernels may use `feature`: the CPU has it and the cap allows it. (A cap that
 /// does not parse caps nothing here; the binary has refused it before any kernel runs.)
 pub(in crate::encoder) fn has(feature: Feature) -> bool {
-    if max_isa().unwrap_or(MaxIsa::Avx512) < feature.needs() {
+    if *cap().as_ref().unwrap_or(&MaxIsa::Avx512) < feature.needs() {
         return false;
     }
     #[cfg(target_arch = "x86_64")]

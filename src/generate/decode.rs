@@ -55,19 +55,35 @@ impl Generation {
     /// This answer followed by `again`, generated after it: `again`'s text where `kept`, the
     /// costs of both.
     pub fn and_again(mut self, again: Generation, kept: bool) -> Generation {
+        self.generation_ms += again.prompt_eval_ms;
+        self.add_decoding(&again);
         if kept {
             self.text = again.text;
             self.tokens = again.tokens;
             self.stop = again.stop;
         }
-        self.generated_tokens += again.generated_tokens;
-        self.generation_ms += again.prompt_eval_ms + again.generation_ms;
-        self.tokens_per_second = per_second(self.generated_tokens, self.generation_ms);
-        self.llama_prompt_eval_ms += again.llama_prompt_eval_ms;
-        self.llama_eval_ms += again.llama_eval_ms;
-        self.llama_eval_tokens += again.llama_eval_tokens;
-        self.llama_tokens_per_second = per_second(self.llama_eval_tokens, self.llama_eval_ms);
         self
+    }
+
+    /// This answer, generated after `first` for the same question from another prompt: its
+    /// own text, the prompts and costs of both.
+    pub fn after(mut self, first: &Generation) -> Generation {
+        self.prompt_tokens += first.prompt_tokens;
+        self.reused_tokens += first.reused_tokens;
+        self.prompt_eval_ms += first.prompt_eval_ms;
+        self.add_decoding(first);
+        self
+    }
+
+    /// `other`'s generated tokens and llama.cpp's counts added to this one's.
+    fn add_decoding(&mut self, other: &Generation) {
+        self.generated_tokens += other.generated_tokens;
+        self.generation_ms += other.generation_ms;
+        self.tokens_per_second = per_second(self.generated_tokens, self.generation_ms);
+        self.llama_prompt_eval_ms += other.llama_prompt_eval_ms;
+        self.llama_eval_ms += other.llama_eval_ms;
+        self.llama_eval_tokens += other.llama_eval_tokens;
+        self.llama_tokens_per_second = per_second(self.llama_eval_tokens, self.llama_eval_ms);
     }
 }
 
@@ -248,5 +264,53 @@ fn per_second(count: usize, ms: f64) -> f64 {
         count as f64 * 1000.0 / ms
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generation(text: &str, tokens: usize, ms: f64) -> Generation {
+        Generation {
+            text: text.into(),
+            prompt_tokens: tokens,
+            reused_tokens: tokens / 2,
+            generated_tokens: 4,
+            prompt_eval_ms: ms,
+            generation_ms: ms / 2.0,
+            llama_prompt_eval_ms: ms,
+            llama_eval_ms: ms / 2.0,
+            llama_eval_tokens: 4,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_answer_after_another_counts_both_prompts_and_keeps_its_own_text() {
+        let first = generation("Black Prince", 60, 100.0);
+        let second = generation("Pemberton", 220, 400.0).after(&first);
+        assert_eq!(second.text, "Pemberton");
+        assert_eq!(second.prompt_tokens, 280);
+        assert_eq!(second.reused_tokens, 140);
+        assert_eq!(second.generated_tokens, 8);
+        assert_eq!(second.prompt_eval_ms, 500.0);
+        assert_eq!(second.generation_ms, 250.0);
+        assert_eq!(second.tokens_per_second, 8.0 * 1000.0 / 250.0);
+        assert_eq!(second.llama_eval_tokens, 8);
+        assert_eq!(second.llama_prompt_eval_ms + second.llama_eval_ms, 750.0);
+    }
+
+    #[test]
+    fn an_answer_again_counts_its_prompt_as_generation_and_replaces_the_text_only_if_kept() {
+        let again = || generation("Pemberton", 60, 100.0);
+        let kept = generation("Marlow", 60, 100.0).and_again(again(), true);
+        assert_eq!(kept.text, "Pemberton");
+        assert_eq!(kept.prompt_tokens, 60);
+        assert_eq!(kept.generated_tokens, 8);
+        assert_eq!(kept.generation_ms, 50.0 + 100.0 + 50.0);
+        let dropped = generation("Marlow", 60, 100.0).and_again(again(), false);
+        assert_eq!(dropped.text, "Marlow");
+        assert_eq!(dropped.generation_ms, kept.generation_ms);
     }
 }

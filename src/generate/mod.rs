@@ -23,6 +23,7 @@ pub mod extractive;
 pub mod facts;
 pub mod full_date;
 pub mod gguf;
+pub mod grounded;
 pub mod number_words;
 pub mod option_counts;
 pub mod option_dates;

@@ -231,6 +231,7 @@ async fn ask(State(app): App, JsonBody(body): JsonBody<AskBody>) -> Result<Respo
         context_tokens: body.context_tokens.unwrap_or(defaults.context_tokens),
         weights: defaults.weights,
         context_floor: defaults.context_floor,
+        widen_tokens: defaults.widen_tokens,
     };
     let queue = ready.generation.as_ref().ok_or_else(|| {
         ApiError::unavailable(

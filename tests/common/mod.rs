@@ -221,6 +221,21 @@ pub fn write_topic_questions(path: &Path, count: usize) {
 }
 
 /// Build options for a tiny test index: depths 1 and 3, served at size 16.
+/// An index under `dir` of one HotpotQA record whose paragraphs are `context` (`[[title,
+/// [sentence, ...]], ...]`), encoded by a tiny generated model: for tests whose point is the
+/// sentences a prompt holds, not the encoder.
+pub fn tiny_index_of(dir: &Path, context: serde_json::Value) -> PathBuf {
+    let corpus = dir.join("corpus.json");
+    let record = serde_json::json!([{"_id": "0", "question": "q", "answer": "a",
+                                     "supporting_facts": [], "context": context}]);
+    std::fs::write(&corpus, record.to_string()).unwrap();
+    let model = dir.join("model");
+    TinyBert::default().write(&model).unwrap();
+    let index_dir = dir.join("index");
+    rag::index::build(&tiny_build_options(&model, corpus, &index_dir)).unwrap();
+    index_dir
+}
+
 pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
     BuildOptions {
         index_dir: index_dir.to_path_buf(),
@@ -296,6 +311,7 @@ pub fn retrieval_config(
         context_only: false,
         sentence_weights: None,
         context_floor: 0,
+        widen_tokens: 0,
         oracle: false,
         generator: None,
         prompt_style: None,

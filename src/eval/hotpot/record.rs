@@ -78,6 +78,10 @@ pub struct RunConfig {
     /// `--context-floor` where not 0 (absent: 0, as in every run made before it existed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub context_floor: usize,
+    /// `--widen-tokens` where it widens (absent: 0, never, as in every run made before it
+    /// existed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub widen_tokens: usize,
     pub oracle: bool,
     /// The generator's file name and prompt style, or `None` for retrieval only.
     pub generator: Option<String>,
@@ -227,6 +231,10 @@ pub struct Prediction {
     /// it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub echo: Option<crate::generate::Echo>,
+    /// The answer found in none of its prompt's documents, and the prompt it came from, where
+    /// the answer was given again from a wider context (`--widen-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widened: Option<crate::ask::Widened>,
     pub timings: PredictionTimings,
 }
 

@@ -329,6 +329,7 @@ mod tests {
             measured_choice: None,
             place_check: None,
             echo: None,
+            widened: None,
             timings: PredictionTimings {
                 generated_tokens: 4,
                 generation_ms: 100.0,
@@ -359,6 +360,7 @@ mod tests {
             context_only: false,
             sentence_weights: None,
             context_floor: 0,
+            widen_tokens: 0,
             oracle: false,
             generator: Some("m.gguf".into()),
             prompt_style: Some("chat".into()),

@@ -337,6 +337,7 @@ fn predict(
         measured_choice: None,
         place_check: None,
         echo: None,
+        widened: None,
         timings: PredictionTimings::default(),
     };
     if let Some(pipeline) = options.pipeline {
@@ -354,6 +355,7 @@ fn predict(
             },
             weights: config.sentence_weights.unwrap_or_default(),
             context_floor: config.context_floor,
+            widen_tokens: config.widen_tokens,
         };
         let answer = if config.context_only {
             pipeline.read_only(context.response, &settings, started)
@@ -393,6 +395,7 @@ fn predict(
             prediction.measured_choice = answer.measured_choice;
             prediction.place_check = answer.place_check;
             prediction.echo = answer.echo;
+            prediction.widened = answer.widened;
         }
         timings.prompt_tokens = g.prompt_tokens;
         timings.reused_tokens = g.reused_tokens;

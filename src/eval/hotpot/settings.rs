@@ -116,6 +116,7 @@ pub struct RunAsked {
     pub context_only: bool,
     pub sentence_weights: SentenceWeights,
     pub context_floor: usize,
+    pub widen_tokens: usize,
     pub oracle: bool,
     /// None: retrieval only.
     pub answering: Option<Answering>,
@@ -144,6 +145,16 @@ impl RunConfig {
                 .then_some(asked.sentence_weights),
             context_floor: if answers && asked.context_tokens > 0 {
                 asked.context_floor
+            } else {
+                0
+            },
+            // Only answers from a sentence budget are widened, and only to a larger one.
+            widen_tokens: if answers
+                && !asked.context_only
+                && asked.context_tokens > 0
+                && asked.widen_tokens > asked.context_tokens
+            {
+                asked.widen_tokens
             } else {
                 0
             },
