@@ -65,6 +65,12 @@ pub struct AskSettings {
     pub widen_tokens: usize,
 }
 
+/// Whether answers from a budget of `context_tokens` are widened to `widen_tokens`: only
+/// answers from a sentence budget (not whole paragraphs), and only to a larger one.
+pub fn widens(context_tokens: usize, widen_tokens: usize) -> bool {
+    context_tokens > 0 && widen_tokens > context_tokens
+}
+
 impl Default for AskSettings {
     fn default() -> Self {
         Self {
@@ -276,9 +282,7 @@ impl<'a> Pipeline<'a> {
         started: Instant,
         on_token: Option<impl FnMut(&str) -> bool>,
     ) -> Result<AskResult> {
-        let widens = on_token.is_some()
-            && settings.context_tokens > 0
-            && settings.widen_tokens > settings.context_tokens;
+        let widens = on_token.is_some() && widens(settings.context_tokens, settings.widen_tokens);
         // Kept only where it may be needed: the first answer takes the search's results.
         let again = widens.then(|| response.clone());
         let (first, grounded) = self.answer_on(response, settings, started, on_token)?;

@@ -220,7 +220,6 @@ pub fn write_topic_questions(path: &Path, count: usize) {
     std::fs::write(path, serde_json::to_vec(&records).unwrap()).unwrap();
 }
 
-/// Build options for a tiny test index: depths 1 and 3, served at size 16.
 /// An index under `dir` of one HotpotQA record whose paragraphs are `context` (`[[title,
 /// [sentence, ...]], ...]`), encoded by a tiny generated model: for tests whose point is the
 /// sentences a prompt holds, not the encoder.
@@ -236,6 +235,7 @@ pub fn tiny_index_of(dir: &Path, context: serde_json::Value) -> PathBuf {
     index_dir
 }
 
+/// Build options for a tiny test index: depths 1 and 3, served at size 16.
 pub fn tiny_build_options(model: &Path, corpus: PathBuf, index_dir: &Path) -> BuildOptions {
     BuildOptions {
         index_dir: index_dir.to_path_buf(),

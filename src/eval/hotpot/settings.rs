@@ -148,11 +148,9 @@ impl RunConfig {
             } else {
                 0
             },
-            // Only answers from a sentence budget are widened, and only to a larger one.
             widen_tokens: if answers
                 && !asked.context_only
-                && asked.context_tokens > 0
-                && asked.widen_tokens > asked.context_tokens
+                && crate::ask::widens(asked.context_tokens, asked.widen_tokens)
             {
                 asked.widen_tokens
             } else {
