@@ -310,6 +310,9 @@ impl PackedLinear {
                 cols,
             };
             let take = TILE_ROWS.min(rows.end - row);
+            if let Some(epilogue) = finish {
+                tile.prefetch_residual(take, epilogue, at);
+            }
             match take {
                 6 => S::accumulate::<6>(&tile),
                 5 => S::accumulate::<5>(&tile),

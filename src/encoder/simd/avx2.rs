@@ -75,20 +75,16 @@ impl Simd for Avx2 {
         _mm256_max_ps(a, b)
     }
     #[inline(always)]
+    unsafe fn min(a: __m256, b: __m256) -> __m256 {
+        _mm256_min_ps(a, b)
+    }
+    #[inline(always)]
     unsafe fn fmadd(a: __m256, b: __m256, c: __m256) -> __m256 {
         _mm256_fmadd_ps(a, b, c)
     }
     #[inline(always)]
     unsafe fn fnmadd(a: __m256, b: __m256, c: __m256) -> __m256 {
         _mm256_fnmadd_ps(a, b, c)
-    }
-    #[inline(always)]
-    unsafe fn abs(a: __m256) -> __m256 {
-        _mm256_andnot_ps(_mm256_set1_ps(-0.0), a)
-    }
-    #[inline(always)]
-    unsafe fn xor_sign(a: __m256, b: __m256) -> __m256 {
-        _mm256_xor_ps(a, _mm256_and_ps(b, _mm256_set1_ps(-0.0)))
     }
     /// `vrcpps` (relative error under 1.5 x 2^-12), then `t (2 - a t)`.
     #[inline(always)]

@@ -66,6 +66,10 @@ impl Simd for Avx512 {
         _mm512_max_ps(a, b)
     }
     #[inline(always)]
+    unsafe fn min(a: __m512, b: __m512) -> __m512 {
+        _mm512_min_ps(a, b)
+    }
+    #[inline(always)]
     unsafe fn fmadd(a: __m512, b: __m512, c: __m512) -> __m512 {
         _mm512_fmadd_ps(a, b, c)
     }
@@ -73,15 +77,6 @@ impl Simd for Avx512 {
     #[inline(always)]
     unsafe fn fnmadd(a: __m512, b: __m512, c: __m512) -> __m512 {
         _mm512_fnmadd_ps(a, b, c)
-    }
-    #[inline(always)]
-    unsafe fn abs(a: __m512) -> __m512 {
-        _mm512_abs_ps(a)
-    }
-    #[inline(always)]
-    unsafe fn xor_sign(a: __m512, b: __m512) -> __m512 {
-        let sign = _mm512_and_si512(_mm512_castps_si512(b), _mm512_set1_epi32(i32::MIN));
-        _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), sign))
     }
     /// `vrcp14ps` (relative error under 2^-14), then `t (2 - a t)`.
     #[inline(always)]

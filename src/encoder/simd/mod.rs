@@ -94,13 +94,12 @@ pub(in crate::encoder) trait Simd {
     unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
     /// Lane-wise maximum; where either is NaN, `b` (as `maxps` does).
     unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise minimum; where either is NaN, `b` (as `minps` does).
+    unsafe fn min(a: Self::V, b: Self::V) -> Self::V;
     /// `a * b + c`, one rounding.
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// `c - a * b`, one rounding.
     unsafe fn fnmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
-    unsafe fn abs(a: Self::V) -> Self::V;
-    /// `a` with its sign flipped where `b` is negative (`a ^ signbit(b)`).
-    unsafe fn xor_sign(a: Self::V, b: Self::V) -> Self::V;
     /// `1 / a` to about 23 bits: the hardware estimate refined by one Newton step.
     unsafe fn recip(a: Self::V) -> Self::V;
     /// Rounded to the nearest integer, ties to even.

@@ -51,19 +51,14 @@ impl<const N: usize> Simd for Portable<N> {
     unsafe fn max(a: [f32; N], b: [f32; N]) -> [f32; N] {
         zip(a, b, |a, b| if a > b { a } else { b })
     }
+    unsafe fn min(a: [f32; N], b: [f32; N]) -> [f32; N] {
+        zip(a, b, |a, b| if a < b { a } else { b })
+    }
     unsafe fn fmadd(a: [f32; N], b: [f32; N], c: [f32; N]) -> [f32; N] {
         std::array::from_fn(|i| a[i].mul_add(b[i], c[i]))
     }
     unsafe fn fnmadd(a: [f32; N], b: [f32; N], c: [f32; N]) -> [f32; N] {
         std::array::from_fn(|i| (-a[i]).mul_add(b[i], c[i]))
-    }
-    unsafe fn abs(a: [f32; N]) -> [f32; N] {
-        map(a, f32::abs)
-    }
-    unsafe fn xor_sign(a: [f32; N], b: [f32; N]) -> [f32; N] {
-        zip(a, b, |a, b| {
-            f32::from_bits(a.to_bits() ^ (b.to_bits() & 0x8000_0000))
-        })
     }
     unsafe fn recip(a: [f32; N]) -> [f32; N] {
         map(a, |a| 1.0 / a)

@@ -103,6 +103,15 @@ impl PackedLinear {
         let weights = panels[panel * xs.stride..].as_ptr().cast::<u8>();
         let mut block = Block([0.0; BLOCK_ROWS * PANEL]);
         for first in rows.clone().step_by(BLOCK_ROWS) {
+            let take = BLOCK_ROWS.min(rows.end - first);
+            let at = first * self.out_dim + panel * PANEL;
+            let tile = Tile {
+                source: (),
+                out: dst.0.add(at),
+                out_dim: self.out_dim,
+                cols,
+            };
+            tile.prefetch_residual(take, epilogue, at);
             let x = xs.pairs.as_ptr().add(first * xs.stride).cast::<u8>();
             for half in 0..PANEL / (2 * TILE) {
                 // Column offset of the half's first weight tile within a pair row, in bytes.
@@ -110,18 +119,10 @@ impl PackedLinear {
                 let out = block.0.as_mut_ptr().add(half * 2 * TILE).cast::<u8>();
                 block_sums(x, xs.stride * 4, w, xs.stride, out);
             }
-            let take = BLOCK_ROWS.min(rows.end - first);
-            let at = first * self.out_dim + panel * PANEL;
             for r in 0..take {
                 let from = block.0.as_ptr().add(r * PANEL);
                 std::ptr::copy_nonoverlapping(from, dst.0.add(at + r * self.out_dim), cols);
             }
-            let tile = Tile {
-                source: (),
-                out: dst.0.add(at),
-                out_dim: self.out_dim,
-                cols,
-            };
             tile.finish(Isa::Avx512, take, bias, epilogue, at);
         }
         asm!("tilerelease", options(nostack, nomem));
