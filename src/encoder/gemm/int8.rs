@@ -284,8 +284,7 @@ impl PanelSource for Int8Source {
             for (r, acc) in acc.iter().enumerate() {
                 let scale = _mm512_mul_ps(_mm512_set1_ps(*s.x_scales.add(r)), w_scale);
                 let sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[v], offset));
-                let at = tile.out.add(r * tile.out_dim + v * 16);
-                _mm512_mask_storeu_ps(at, tile.lanes(v * 16), _mm512_mul_ps(sum, scale));
+                tile.store_vector(r, v, _mm512_mul_ps(sum, scale));
             }
         }
     }

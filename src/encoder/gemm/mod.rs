@@ -27,7 +27,7 @@ use candle_core::{bail, Result, Tensor};
 use rayon::prelude::*;
 
 use super::kernels;
-use super::simd::Isa;
+use super::simd::{self, Isa};
 use bf16::{Bf16Rows, Bf16Source, Bf16Weights};
 use epilogue::Epilogue;
 use float::{F32Source, PanelRow};
@@ -35,6 +35,8 @@ use int8::{Int8Kernel, Int8Rows, Int8Source, Int8Weights, QUAD};
 use int8_avx2::Avx2Int8Source;
 use op::PackedLinearOp;
 pub use precision::Precision;
+#[cfg(target_arch = "x86_64")]
+use simd::Simd;
 
 /// Output columns per panel: four AVX-512 vectors (on AVX2, four strips of two 8-lane ones).
 const PANEL: usize = 64;
@@ -378,9 +380,12 @@ trait PanelSource: Sized {
 
 #[cfg(target_arch = "x86_64")]
 impl<S> Tile<S> {
-    /// The first `n` of this tile's columns from `first` on, as a lane mask.
-    fn lanes(&self, first: usize) -> std::arch::x86_64::__mmask16 {
-        first_lanes(self.cols.saturating_sub(first))
+    /// Stores `sums` as row `r`'s vector `v` of the tile's output (16 columns from `v * 16`),
+    /// masked to the tile's columns where it is short of them ([`Simd::store_first`]).
+    #[inline(always)]
+    unsafe fn store_vector(&self, r: usize, v: usize, sums: std::arch::x86_64::__m512) {
+        let at = self.out.add(r * self.out_dim + v * 16);
+        simd::Avx512::store_first(at, self.cols.saturating_sub(v * 16), sums);
     }
 
     /// Stores `R` rows of f32 sums (`VECS` vectors a row) into the tile's output, masked to its
@@ -388,11 +393,9 @@ impl<S> Tile<S> {
     /// with the calling kernel's features and the accumulators stay in its registers.
     #[inline(always)]
     unsafe fn store<const R: usize>(&self, acc: &[[std::arch::x86_64::__m512; VECS]; R]) {
-        use std::arch::x86_64::*;
         for (r, acc) in acc.iter().enumerate() {
             for (v, &a) in acc.iter().enumerate() {
-                let at = self.out.add(r * self.out_dim + v * 16);
-                _mm512_mask_storeu_ps(at, self.lanes(v * 16), a);
+                self.store_vector(r, v, a);
             }
         }
     }

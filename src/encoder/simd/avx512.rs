@@ -34,19 +34,31 @@ impl Simd for Avx512 {
         _mm512_loadu_ps(p)
     }
     /// `vmovups` with zero-masking (`maskz`: unselected lanes zeroed); masked-off lanes are
-    /// not read and do not fault.
+    /// not read and do not fault. A whole vector is loaded unmasked, as [`Self::store_first`]
+    /// stores it.
     #[inline(always)]
     unsafe fn load_first(p: *const f32, n: usize) -> __m512 {
-        _mm512_maskz_loadu_ps(first_lanes(n), p)
+        if n >= 16 {
+            _mm512_loadu_ps(p)
+        } else {
+            _mm512_maskz_loadu_ps(first_lanes(n), p)
+        }
     }
     #[inline(always)]
     unsafe fn store(p: *mut f32, v: __m512) {
         _mm512_storeu_ps(p, v)
     }
-    /// Writes only the lanes whose mask bit is set (`mask_storeu`: (address, mask, value)).
+    /// Writes only the lanes whose mask bit is set (`mask_storeu`: (address, mask, value)); a
+    /// whole vector unmasked. A masked store does not forward to a later load of the same
+    /// address, which waits for it to reach L1: the epilogue's loads of the sums a tile had
+    /// just stored took a fifth of its time so on a Zen 5 (eval/encode/README.md).
     #[inline(always)]
     unsafe fn store_first(p: *mut f32, n: usize, v: __m512) {
-        _mm512_mask_storeu_ps(p, first_lanes(n), v)
+        if n >= 16 {
+            _mm512_storeu_ps(p, v)
+        } else {
+            _mm512_mask_storeu_ps(p, first_lanes(n), v)
+        }
     }
     #[inline(always)]
     unsafe fn add(a: __m512, b: __m512) -> __m512 {
