@@ -28,11 +28,11 @@ impl<S> Tile<S> {
     /// # Safety
     /// As for [`Self::finish`]; prefetches never fault, but the addresses are computed with
     /// `add`.
+    #[cfg(target_arch = "x86_64")]
     pub(super) unsafe fn prefetch_residual(&self, rows: usize, epilogue: Epilogue, at: usize) {
-        #[cfg(target_arch = "x86_64")]
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        const LINE: usize = 64 / std::mem::size_of::<f32>();
         if let Epilogue::BiasResidual(residual) = epilogue {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            const LINE: usize = 64 / std::mem::size_of::<f32>();
             for r in 0..rows {
                 let row = residual.as_ptr().add(at + r * self.out_dim);
                 for first in (0..self.cols).step_by(LINE) {
@@ -40,8 +40,6 @@ impl<S> Tile<S> {
                 }
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (rows, epilogue, at);
     }
 
     /// Finishes the first `rows` rows' sums on `isa`: adds the bias (`bias` is this panel's,
